@@ -1,0 +1,36 @@
+# StridedLayout and the layout arithmetic shared with StridedMemoryView (which keeps its own
+# Extents inside its ViewRecord and calls the extents_* functions directly, so slicing a view
+# never builds an intermediate StridedLayout).
+
+from libc.stdint cimport int64_t
+
+from ._record cimport Extents
+
+
+cdef class StridedLayout:
+    cdef Extents ext             # shape and strides in elements; storage owned by this object
+    cdef readonly int64_t itemsize      # bytes per element
+    cdef readonly int64_t slice_offset  # elements from the base pointer to element 0
+    cdef Py_hash_t _hash         # 0 until computed (a layout is immutable)
+
+
+# Build a layout by copying `ext`.
+cdef StridedLayout layout_from_extents(const Extents* ext, int64_t itemsize, int64_t slice_offset)
+
+# Apply an indexing key (ints, slices with any step, Ellipsis, None, or a tuple of them) to
+# `src`, writing the result into `dst` (initialised Extents) and the element offset of the new
+# element 0 relative to the old one into `offset`.  Raises IndexError / TypeError like numpy.
+cdef int extents_getitem(const Extents* src, object key, Extents* dst, int64_t* offset) except -1
+
+# Lowest and highest element offsets reachable (relative to element 0); (0, -1) if volume is 0.
+cdef void extents_offset_bounds(const Extents* e, int64_t* lo, int64_t* hi) noexcept nogil
+
+# Number of elements, or -1 on overflow of int64.
+cdef int64_t extents_volume(const Extents* e) noexcept nogil
+
+cdef bint extents_is_c_contiguous(const Extents* e) noexcept nogil
+cdef bint extents_is_f_contiguous(const Extents* e) noexcept nogil
+
+# Tuple builders used by StridedMemoryView's properties.
+cdef tuple extents_shape_tuple(const Extents* e)
+cdef tuple extents_strides_tuple(const Extents* e, int64_t scale)

@@ -1,0 +1,8 @@
+# Consumer-stream arguments: one resolver used by every entry point.
+
+from libc.stdint cimport intptr_t
+
+# Resolve a user's `stream` argument.  Returns 0 for "no synchronisation" (None or -1) and 1
+# with `handle` set to a CUstream for anything else (ints, objects with __cuda_stream__).
+# TypeError / ValueError for anything it cannot understand.
+cdef int resolve_stream(object stream, intptr_t* handle) except -1

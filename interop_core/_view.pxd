@@ -1,0 +1,24 @@
+from libc.stdint cimport uintptr_t
+
+from ._record cimport ViewRecord
+
+
+cdef class StridedMemoryView:
+    cdef ViewRecord rec          # pointer, extents, dtype, device; owned by this object
+    cdef readonly object owner   # the object the view was made from (what a user handed us)
+    cdef object _keepalive       # what actually keeps the memory alive: a DLPack holder, a
+                                 # buffer holder, or the owner itself; released when the view dies
+    cdef object _numpy_dtype     # cache for .dtype (numpy is imported only when asked)
+    cdef object __weakref__
+
+
+cdef class Buffer:
+    cdef readonly uintptr_t ptr      # address of the first byte
+    cdef readonly Py_ssize_t size    # bytes
+    cdef readonly int device_type    # DLDeviceType
+    cdef readonly int device_id
+    cdef readonly object owner       # keeps the memory alive; referenced for the Buffer's life
+
+
+# A new empty view (record initialised, no owner).  Readers fill view.rec directly.
+cdef StridedMemoryView view_new()

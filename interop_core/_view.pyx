@@ -1,0 +1,657 @@
+# StridedMemoryView and Buffer: the Python objects over a ViewRecord.
+#
+# This module owns the objects and their properties; it never parses an exchange protocol
+# itself.  Each protocol module (_dlpack, _interfaces) fills a view's record on the way in and
+# reads it on the way out.
+
+from cpython.buffer cimport Py_buffer
+from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
+
+from ._dlpack cimport (
+    exchange_api_capsule,
+    export_dlpack,
+    export_dlpack_device,
+    has_exchange_api,
+    read_dlpack,
+    read_dlpack_capsule,
+    read_dlpack_exchange_api,
+    register_view_type,
+)
+from ._dlpack_abi cimport (
+    DLDataType,
+    kDLCPU,
+    kDLCUDA,
+    kDLCUDAHost,
+    kDLCUDAManaged,
+    kDLOneAPI,
+    kDLROCM,
+    kDLROCMHost,
+)
+from ._dtypes cimport (
+    dtype_from_object,
+    dtype_itemsize,
+    dtype_name,
+    dtype_to_numpy,
+    record_set_dtype,
+)
+from ._interfaces cimport (
+    export_array_interface,
+    export_buffer,
+    export_cuda_array_interface,
+    read_array_interface,
+    read_buffer_protocol,
+    read_cuda_array_interface,
+    release_buffer,
+)
+from ._layout cimport (
+    StridedLayout,
+    extents_getitem,
+    extents_offset_bounds,
+    extents_shape_tuple,
+    extents_strides_tuple,
+    extents_volume,
+    layout_from_extents,
+)
+from ._record cimport (
+    Extents,
+    ViewRecord,
+    extents_copy,
+    extents_free,
+    extents_init,
+    extents_resize,
+    record_init,
+)
+from ._streams cimport resolve_stream
+
+__all__ = ["StridedMemoryView", "Buffer"]
+
+_DEVICE_NAMES = {
+    kDLCPU: "cpu", kDLCUDA: "cuda", kDLCUDAHost: "cuda_host", kDLCUDAManaged: "cuda_managed",
+    kDLROCM: "rocm", kDLROCMHost: "rocm_host", kDLOneAPI: "oneapi",
+}
+_DEVICE_BY_NAME = {name: code for code, name in _DEVICE_NAMES.items()}
+
+
+cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
+    return (device_type == kDLCPU or device_type == kDLCUDAHost
+            or device_type == kDLCUDAManaged or device_type == kDLROCMHost)
+
+
+cdef inline bint _device_accessible(int32_t device_type) noexcept nogil:
+    return device_type != kDLCPU
+
+
+cdef StridedMemoryView view_new():
+    return StridedMemoryView.__new__(StridedMemoryView)
+
+
+cdef StridedMemoryView _derived_view(StridedMemoryView base):
+    """A new view sharing `base`'s memory, owner and keep-alive; extents left for the caller."""
+    cdef StridedMemoryView v = view_new()
+    v.rec.ptr = base.rec.ptr
+    v.rec.dtype = base.rec.dtype
+    v.rec.itemsize = base.rec.itemsize
+    v.rec.device_type = base.rec.device_type
+    v.rec.device_id = base.rec.device_id
+    v.rec.readonly = base.rec.readonly
+    v.rec.has_producer_stream = base.rec.has_producer_stream
+    v.rec.producer_stream = base.rec.producer_stream
+    v.owner = base.owner
+    v._keepalive = base._keepalive
+    return v
+
+
+cdef object _stream_checked(object stream):
+    # Validate the argument everywhere, even where no ordering is needed yet.
+    cdef intptr_t handle
+    resolve_stream(stream, &handle)
+    return stream
+
+
+cdef tuple _parse_device(object device):
+    """(device_type, device_id) from None, "cpu", "cuda", "cuda:1", (type, id) or a DLPack pair."""
+    if device is None:
+        return (kDLCPU, 0)
+    if isinstance(device, str):
+        name, _, index = device.partition(":")
+        if name not in _DEVICE_BY_NAME:
+            raise ValueError(
+                f"unknown device {device!r}; expected one of {sorted(_DEVICE_BY_NAME)} "
+                "optionally followed by ':<ordinal>'")
+        try:
+            ordinal = int(index) if index else 0
+        except ValueError:
+            raise ValueError(f"device ordinal in {device!r} is not an integer") from None
+        return (_DEVICE_BY_NAME[name], ordinal)
+    if isinstance(device, tuple) and len(device) == 2:
+        dev_type, dev_id = device
+        if not isinstance(dev_type, int) or not isinstance(dev_id, int):
+            raise TypeError(f"device tuple must hold two ints, got {device!r}")
+        if dev_id < 0:
+            raise ValueError(f"device ordinal must be >= 0, got {dev_id}")
+        return (int(dev_type), int(dev_id))
+    raise TypeError(
+        f"device must be None, a string like 'cuda:0' or a (device_type, device_id) tuple, "
+        f"got {type(device).__name__}")
+
+
+cdef class Buffer:
+    """A span of memory: address, size in bytes, device, and the object that keeps it alive.
+
+    Build one with :meth:`Buffer.from_handle`; turn it into a typed view with
+    :meth:`StridedMemoryView.from_buffer`.
+    """
+
+    def __init__(self):
+        raise TypeError("use Buffer.from_handle(ptr, size, owner=..., device=...)")
+
+    @staticmethod
+    def from_handle(ptr, size, owner=None, device=None):
+        """Wrap external memory.
+
+        Parameters
+        ----------
+        ptr : int
+            Address of the first byte.
+        size : int
+            Length in bytes (>= 0).
+        owner : object, optional
+            Kept alive as long as this buffer and every view made from it.  Pass the object
+            that owns the allocation; with ``None`` the caller guarantees the memory outlives
+            every view.
+        device : None, str or tuple, optional
+            ``"cpu"`` (the default), ``"cuda"``, ``"cuda:1"``, ``"cuda_host"``,
+            ``"cuda_managed"``, or a DLPack ``(device_type, device_id)`` pair.
+
+        Returns
+        -------
+        Buffer
+        """
+        if not isinstance(ptr, int) or isinstance(ptr, bool):
+            raise TypeError(f"ptr must be an int address, got {type(ptr).__name__}")
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise TypeError(f"size must be an int, got {type(size).__name__}")
+        if ptr < 0 or ptr >= 2 ** 64:
+            raise ValueError(f"ptr {ptr:#x} is not a valid address")
+        if size < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        cdef Buffer b = Buffer.__new__(Buffer)
+        b.ptr = ptr
+        b.size = size
+        b.device_type, b.device_id = _parse_device(device)
+        b.owner = owner
+        return b
+
+    def __repr__(self):
+        device = _DEVICE_NAMES.get(self.device_type, str(self.device_type))
+        return (f"Buffer(ptr={self.ptr:#x}, size={self.size}, device='{device}:{self.device_id}', "
+                f"owner={type(self.owner).__name__})")
+
+
+cdef class StridedMemoryView:
+    """A zero-copy, strided view of memory owned by another object.
+
+    A view records where element 0 is (``ptr``), the shape and strides (in elements), the
+    element type (a DLPack triple, with a numpy ``dtype`` on demand), the device, whether it is
+    read-only, and the object that keeps the memory alive (``owner``).  It never copies.
+
+    Build views with :meth:`from_any`, :meth:`from_dlpack`, :meth:`from_cuda_array_interface`,
+    :meth:`from_array_interface`, :meth:`from_buffer_protocol` or :meth:`from_buffer`.  Hand
+    them on through ``__dlpack__``, ``__cuda_array_interface__``, ``__array_interface__`` or the
+    buffer protocol: every export keeps the owner alive until its consumer lets go.
+    """
+
+    def __cinit__(self):
+        record_init(&self.rec)
+
+    def __dealloc__(self):
+        extents_free(&self.rec.ext)
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use StridedMemoryView.from_any(obj) or another from_* constructor")
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_dlpack(cls, obj, stream=None):
+        """View an object through the DLPack protocol.
+
+        Uses the type's DLPack C exchange API when it publishes one, else ``obj.__dlpack__``.
+        A bare DLPack capsule is accepted too (and consumed).
+
+        Parameters
+        ----------
+        obj : object
+            An object with ``__dlpack__`` (or a ``dltensor`` / ``dltensor_versioned`` capsule).
+        stream : None, int or stream object, optional
+            The consumer stream.  ``None`` or ``-1``: no synchronisation.  Otherwise it is
+            passed to the producer, which orders its pending work before that stream.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef StridedMemoryView v = view_new()
+        _stream_checked(stream)
+        if type(obj).__name__ == "PyCapsule":
+            v._keepalive = read_dlpack_capsule(obj, &v.rec)
+        elif has_exchange_api(type(obj)):
+            v._keepalive = read_dlpack_exchange_api(obj, stream, &v.rec)
+        else:
+            v._keepalive = read_dlpack(obj, stream, &v.rec)
+        v.owner = obj
+        return v
+
+    @classmethod
+    def from_cuda_array_interface(cls, obj, stream=None):
+        """View an object through ``__cuda_array_interface__`` (v2 or v3).
+
+        The interface's ``stream`` field is kept as :attr:`producer_stream`.
+
+        Parameters
+        ----------
+        obj : object
+            An object with a ``__cuda_array_interface__`` dict.
+        stream : None, int or stream object, optional
+            The consumer stream (validated; see the stream contract).
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef StridedMemoryView v = view_new()
+        v._keepalive = read_cuda_array_interface(obj, _stream_checked(stream), &v.rec)
+        v.owner = obj
+        return v
+
+    @classmethod
+    def from_array_interface(cls, obj):
+        """View host memory through NumPy's ``__array_interface__`` (v3).
+
+        Parameters
+        ----------
+        obj : object
+            An object with an ``__array_interface__`` dict.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef StridedMemoryView v = view_new()
+        v._keepalive = read_array_interface(obj, &v.rec)
+        v.owner = obj
+        return v
+
+    @classmethod
+    def from_buffer_protocol(cls, obj):
+        """View host memory through the Python buffer protocol.
+
+        The exported buffer is held (and released) by the view.
+
+        Parameters
+        ----------
+        obj : object
+            Anything ``memoryview(obj)`` accepts.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef StridedMemoryView v = view_new()
+        v._keepalive = read_buffer_protocol(obj, &v.rec)
+        v.owner = obj
+        return v
+
+    @classmethod
+    def from_any(cls, obj, stream=None):
+        """View any supported object, trying the exchange protocols in a fixed order.
+
+        The order is: a ``StridedMemoryView`` itself, the DLPack C exchange API, ``__dlpack__``,
+        ``__cuda_array_interface__``, ``__array_interface__``, the buffer protocol.  The
+        choice is cached per type.
+
+        Parameters
+        ----------
+        obj : object
+            The tensor-like object.
+        stream : None, int or stream object, optional
+            The consumer stream; ``None`` or ``-1`` for no synchronisation.
+
+        Returns
+        -------
+        StridedMemoryView
+
+        Raises
+        ------
+        TypeError
+            If no protocol applies; the message names the type and what was tried.
+        """
+        cdef type t = type(obj)
+        cdef object kind = _PROTOCOL_BY_TYPE.get(t)
+        if kind is None:
+            kind = _choose_protocol(obj)
+            _PROTOCOL_BY_TYPE[t] = kind
+        if kind == _SELF:
+            _stream_checked(stream)
+            return obj
+        if kind == _DLPACK:
+            return StridedMemoryView.from_dlpack(obj, stream)
+        if kind == _CAI:
+            return StridedMemoryView.from_cuda_array_interface(obj, stream)
+        if kind == _ARRAY_INTERFACE:
+            _stream_checked(stream)
+            return StridedMemoryView.from_array_interface(obj)
+        if kind == _BUFFER:
+            _stream_checked(stream)
+            return StridedMemoryView.from_buffer_protocol(obj)
+        raise TypeError(
+            f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
+            "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+            "__array_interface__ or the buffer protocol")
+
+    @staticmethod
+    def from_buffer(Buffer buffer not None, StridedLayout layout not None, dtype=None):
+        """A typed view of a :class:`Buffer`, after checking that the layout fits inside it.
+
+        Parameters
+        ----------
+        buffer : Buffer
+            The memory.  Its owner is kept alive by the view.
+        layout : StridedLayout
+            Shape and strides in elements; ``layout.slice_offset`` elements from the start of
+            the buffer to element 0.
+        dtype : optional
+            Element type (numpy dtype, name such as ``"bfloat16"``, or DLPack triple).  Its
+            itemsize must equal ``layout.itemsize``.  Default: the unsigned integer of that size.
+
+        Returns
+        -------
+        StridedMemoryView
+
+        Raises
+        ------
+        ValueError
+            If the dtype's itemsize differs from the layout's, or any element of the layout
+            falls outside the buffer.
+        """
+        cdef DLDataType dt
+        cdef int64_t lo, hi
+        if dtype is None:
+            if layout.itemsize not in (1, 2, 4, 8):
+                raise TypeError(f"pass a dtype for itemsize {layout.itemsize}")
+            dtype = (1, layout.itemsize * 8, 1)
+        dtype_from_object(dtype, &dt)
+        if dtype_itemsize(dt, False) != layout.itemsize:
+            raise ValueError(
+                f"dtype {dtype_name(dt)} has itemsize {dtype_itemsize(dt, False)} but the layout "
+                f"has itemsize {layout.itemsize}")
+        if extents_volume(&layout.ext) != 0:
+            extents_offset_bounds(&layout.ext, &lo, &hi)
+            lo += layout.slice_offset
+            hi += layout.slice_offset
+            if lo < 0 or (hi + 1) * layout.itemsize > buffer.size:
+                raise ValueError(
+                    f"layout reaches bytes [{lo * layout.itemsize}, "
+                    f"{(hi + 1) * layout.itemsize}) but the buffer has {buffer.size} bytes")
+        cdef StridedMemoryView v = view_new()
+        v.rec.ptr = buffer.ptr + layout.slice_offset * layout.itemsize
+        extents_copy(&v.rec.ext, &layout.ext)
+        record_set_dtype(&v.rec, dt, False)
+        v.rec.device_type = buffer.device_type
+        v.rec.device_id = buffer.device_id
+        v.owner = buffer.owner
+        v._keepalive = buffer
+        return v
+
+    # --- metadata --------------------------------------------------------------------------
+
+    @property
+    def ptr(self):
+        """int: Address of element 0."""
+        return self.rec.ptr
+
+    @property
+    def shape(self):
+        """tuple of int: Extent of each dimension."""
+        return extents_shape_tuple(&self.rec.ext)
+
+    @property
+    def strides(self):
+        """tuple of int: Step of each dimension, in elements (may be negative or zero)."""
+        return extents_strides_tuple(&self.rec.ext, 1)
+
+    @property
+    def strides_in_bytes(self):
+        """tuple of int: Step of each dimension, in bytes."""
+        return extents_strides_tuple(&self.rec.ext, self.rec.itemsize)
+
+    @property
+    def ndim(self):
+        """int: Number of dimensions."""
+        return self.rec.ext.ndim
+
+    @property
+    def size(self):
+        """int: Number of elements."""
+        return extents_volume(&self.rec.ext)
+
+    @property
+    def nbytes(self):
+        """int: ``size * itemsize``."""
+        return extents_volume(&self.rec.ext) * self.rec.itemsize
+
+    @property
+    def itemsize(self):
+        """int: Bytes per element."""
+        return self.rec.itemsize
+
+    @property
+    def dtype(self):
+        """numpy.dtype: The element type as numpy sees it (numpy imported on first use).
+
+        bfloat16 and the float8/6/4 types need ``ml_dtypes``; a ``TypeError`` names what is
+        missing.  :attr:`dlpack_dtype` is always available.
+        """
+        if self._numpy_dtype is None:
+            self._numpy_dtype = dtype_to_numpy(self.rec.dtype)
+        return self._numpy_dtype
+
+    @property
+    def dlpack_dtype(self):
+        """tuple: The DLPack ``(code, bits, lanes)`` triple, the source of truth for the type."""
+        return (self.rec.dtype.code, self.rec.dtype.bits, self.rec.dtype.lanes)
+
+    @property
+    def device_type(self):
+        """int: DLPack device type (1 CPU, 2 CUDA, 3 CUDA pinned host, 13 CUDA managed, ...)."""
+        return self.rec.device_type
+
+    @property
+    def device_id(self):
+        """int: Device ordinal (0 for host memory)."""
+        return self.rec.device_id
+
+    @property
+    def is_device_accessible(self):
+        """bool: Whether a GPU kernel can read this memory."""
+        return _device_accessible(self.rec.device_type)
+
+    @property
+    def is_host_accessible(self):
+        """bool: Whether the CPU can read this memory directly."""
+        return _host_accessible(self.rec.device_type)
+
+    @property
+    def readonly(self):
+        """bool: Whether the producer forbids writes through this view."""
+        return self.rec.readonly
+
+    @property
+    def producer_stream(self):
+        """int or None: The producer's CUDA stream handle, when the producer told us."""
+        return self.rec.producer_stream if self.rec.has_producer_stream else None
+
+    @property
+    def layout(self):
+        """StridedLayout: Shape, strides and itemsize of this view (a new immutable object)."""
+        return layout_from_extents(&self.rec.ext, self.rec.itemsize, 0)
+
+    # --- derived views ---------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        """Slice like numpy (ints, slices with steps, Ellipsis, None); the result shares memory."""
+        cdef int64_t offset = 0
+        cdef StridedMemoryView v = _derived_view(self)
+        extents_getitem(&self.rec.ext, key, &v.rec.ext, &offset)
+        v.rec.ptr = <uintptr_t> (<intptr_t> self.rec.ptr + <intptr_t> (offset * self.rec.itemsize))
+        return v
+
+    def view(self, layout=None, dtype=None):
+        """A new view of the same memory with another layout and/or element type.
+
+        Parameters
+        ----------
+        layout : StridedLayout, optional
+            The new shape/strides (relative to this view's element 0, shifted by
+            ``layout.slice_offset``).  It must stay inside the memory this view spans.
+        dtype : optional
+            The new element type.  With no layout and a different itemsize, the last
+            dimension is repacked (e.g. float32 pairs become complex64).
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef DLDataType dt = self.rec.dtype
+        cdef Py_ssize_t new_itemsize = self.rec.itemsize
+        cdef StridedLayout new_layout
+        cdef int64_t lo, hi, new_lo, new_hi
+        if dtype is not None:
+            dtype_from_object(dtype, &dt)
+            new_itemsize = dtype_itemsize(dt, False)
+        if layout is None:
+            new_layout = self.layout
+            if new_itemsize != self.rec.itemsize:
+                new_layout = new_layout.repacked(new_itemsize)
+        elif isinstance(layout, StridedLayout):
+            new_layout = <StridedLayout> layout
+            if new_layout.itemsize != new_itemsize:
+                raise ValueError(
+                    f"layout itemsize {new_layout.itemsize} does not match the element type's "
+                    f"itemsize {new_itemsize}")
+        else:
+            raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
+        # The new layout must not reach bytes this view does not span.
+        if extents_volume(&new_layout.ext) != 0:
+            extents_offset_bounds(&self.rec.ext, &lo, &hi)
+            extents_offset_bounds(&new_layout.ext, &new_lo, &new_hi)
+            lo *= self.rec.itemsize
+            hi = (hi + 1) * self.rec.itemsize
+            new_lo = (new_lo + new_layout.slice_offset) * new_itemsize
+            new_hi = (new_hi + new_layout.slice_offset + 1) * new_itemsize
+            if extents_volume(&self.rec.ext) == 0 or new_lo < lo or new_hi > hi:
+                raise ValueError(
+                    f"the new layout reaches bytes [{new_lo}, {new_hi}) relative to element 0, "
+                    f"outside the bytes [{lo}, {hi}) this view spans")
+        cdef StridedMemoryView v = _derived_view(self)
+        extents_copy(&v.rec.ext, &new_layout.ext)
+        record_set_dtype(&v.rec, dt, False)
+        v.rec.ptr = <uintptr_t> (<intptr_t> self.rec.ptr
+                                 + <intptr_t> (new_layout.slice_offset * new_itemsize))
+        return v
+
+    def __repr__(self):
+        device = _DEVICE_NAMES.get(self.rec.device_type, str(self.rec.device_type))
+        flags = ", readonly" if self.rec.readonly else ""
+        return (f"StridedMemoryView(ptr={self.rec.ptr:#x}, shape={self.shape}, "
+                f"strides={self.strides}, dtype={dtype_name(self.rec.dtype)}, "
+                f"device='{device}:{self.rec.device_id}'{flags}, "
+                f"owner={type(self.owner).__name__})")
+
+    # --- exports ---------------------------------------------------------------------------
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a DLPack capsule (array-API signature); the view stays alive meanwhile."""
+        return export_dlpack(self, &self.rec, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        """``(device_type, device_id)`` per the DLPack protocol."""
+        return export_dlpack_device(&self.rec)
+
+    @property
+    def __cuda_array_interface__(self):
+        """dict: CUDA Array Interface v3 (device-accessible memory only)."""
+        if not _device_accessible(self.rec.device_type):
+            raise AttributeError("__cuda_array_interface__: this view is of host memory")
+        return export_cuda_array_interface(&self.rec)
+
+    @property
+    def __array_interface__(self):
+        """dict: NumPy array interface v3 (host-accessible memory only)."""
+        if not _host_accessible(self.rec.device_type):
+            raise AttributeError("__array_interface__: this view is of device memory")
+        return export_array_interface(&self.rec)
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        export_buffer(&self.rec, buf, flags)
+        buf.obj = self
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        release_buffer(buf)
+
+    __dlpack_c_exchange_api__ = exchange_api_capsule()
+
+
+cdef ViewRecord* _record_of(object obj) except NULL:
+    if type(obj) is not StridedMemoryView:
+        raise TypeError(f"expected a StridedMemoryView, got {type(obj).__name__}")
+    return &(<StridedMemoryView> obj).rec
+
+
+cdef object _view_from_record(ViewRecord* rec, object keepalive, object owner):
+    cdef StridedMemoryView v = view_new()
+    v.rec.ptr = rec.ptr
+    extents_copy(&v.rec.ext, &rec.ext)
+    v.rec.dtype = rec.dtype
+    v.rec.itemsize = rec.itemsize
+    v.rec.device_type = rec.device_type
+    v.rec.device_id = rec.device_id
+    v.rec.readonly = rec.readonly
+    v.rec.has_producer_stream = rec.has_producer_stream
+    v.rec.producer_stream = rec.producer_stream
+    v._keepalive = keepalive
+    v.owner = owner
+    return v
+
+
+register_view_type(StridedMemoryView, _record_of, _view_from_record)
+
+
+# --- from_any protocol choice, cached per type ------------------------------------------------
+cdef enum:
+    _NONE = 0
+    _SELF = 1
+    _DLPACK = 2
+    _CAI = 3
+    _ARRAY_INTERFACE = 4
+    _BUFFER = 5
+
+cdef dict _PROTOCOL_BY_TYPE = {}
+
+
+cdef int _choose_protocol(object obj) except -1:
+    cdef type t = type(obj)
+    if t is StridedMemoryView:
+        return _SELF
+    if hasattr(t, "__dlpack__") or t.__name__ == "PyCapsule":
+        return _DLPACK
+    # Instances may carry these as plain attributes, so ask the object, not the type.
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _CAI
+    if hasattr(obj, "__array_interface__"):
+        return _ARRAY_INTERFACE
+    try:
+        memoryview(obj).release()
+        return _BUFFER
+    except TypeError:
+        return _NONE
