@@ -1,0 +1,1 @@
+"""interop-core benchmarks: per-call timings beside peers, in the same run."""
