@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build interop-core on a CUDA machine, run the gpu-marked tests (and the rest), run the GPU
+# benchmarks, and write everything under $OUT (default: ./gpu_out).
+#
+#   OUT=/some/dir bash scripts/gpu_check.sh
+#
+# Expects the frameworks to be installed already (the GPU machine has torch, cupy, jax, numba-cuda,
+# cuda-core); it installs only this package, without touching dependencies.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+status=0
+
+{
+  echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+  python3 - <<'PY'
+import importlib
+for name in ("torch", "cupy", "jax", "numba", "cuda.core", "numpy", "ml_dtypes"):
+    try:
+        print(f"{name} {importlib.import_module(name).__version__}")
+    except Exception as exc:
+        print(f"{name}: {type(exc).__name__}: {exc}")
+PY
+} 2>&1 | tee "$OUT/environment.txt"
+
+echo "== build"
+pip install --no-build-isolation --no-deps -q -e . 2>&1 | tail -5 || status=1
+
+echo "== gpu tests"
+python3 -m pytest -m gpu -q -rs -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" 2>&1 \
+  | tee "$OUT/gpu_tests.txt" | tail -40
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== full test suite on the GPU machine"
+python3 -m pytest -q -p no:cacheprovider -x -m "not slow" 2>&1 | tee "$OUT/all_tests.txt" | tail -15
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== benchmarks"
+python3 benchmarks/bench_views.py --device cuda --markdown "$OUT/gpu_views.md" \
+  --json "$OUT/gpu_views.json" 2>&1 | tee "$OUT/bench.txt" || status=1
+
+exit $status
