@@ -7,6 +7,7 @@
 from cpython.buffer cimport Py_buffer
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
+from ._cuda cimport pointer_device
 from ._dlpack cimport (
     exchange_api_capsule,
     export_dlpack,
@@ -109,9 +110,7 @@ cdef object _stream_checked(object stream):
 
 
 cdef tuple _parse_device(object device):
-    """(device_type, device_id) from None, "cpu", "cuda", "cuda:1", (type, id) or a DLPack pair."""
-    if device is None:
-        return (kDLCPU, 0)
+    """(device_type, device_id) from "cpu", "cuda", "cuda:1", ... or a DLPack pair."""
     if isinstance(device, str):
         name, _, index = device.partition(":")
         if name not in _DEVICE_BY_NAME:
@@ -160,8 +159,10 @@ cdef class Buffer:
             that owns the allocation; with ``None`` the caller guarantees the memory outlives
             every view.
         device : None, str or tuple, optional
-            ``"cpu"`` (the default), ``"cuda"``, ``"cuda:1"``, ``"cuda_host"``,
-            ``"cuda_managed"``, or a DLPack ``(device_type, device_id)`` pair.
+            ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"cuda_host"``, ``"cuda_managed"``, or a
+            DLPack ``(device_type, device_id)`` pair.  ``None`` (the default) asks the CUDA
+            driver where ``ptr`` lives (device, managed or pinned host memory) and means host
+            memory when there is no driver or the driver does not know the pointer.
 
         Returns
         -------
@@ -178,7 +179,12 @@ cdef class Buffer:
         cdef Buffer b = Buffer.__new__(Buffer)
         b.ptr = ptr
         b.size = size
-        b.device_type, b.device_id = _parse_device(device)
+        cdef int32_t device_type = kDLCPU, device_id = 0
+        if device is None:
+            pointer_device(<uintptr_t> ptr, &device_type, &device_id)
+            b.device_type, b.device_id = device_type, device_id
+        else:
+            b.device_type, b.device_id = _parse_device(device)
         b.owner = owner
         return b
 

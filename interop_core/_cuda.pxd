@@ -1,0 +1,13 @@
+# The CUDA driver, loaded lazily from libcuda on first need.  No CUDA Python package and no
+# build-time CUDA toolkit: symbols are resolved with dlsym, and every entry point works (by
+# answering "no driver") on machines without one.
+
+from libc.stdint cimport int32_t, uintptr_t
+
+# 1 when libcuda is loaded and cuInit succeeded, 0 otherwise (never raises).
+cdef int driver_available() noexcept
+
+# Where the memory at `ptr` lives, from the driver's pointer attributes.  Returns 1 and sets
+# DLPack (device_type, device_id) for memory the driver knows (device, managed, pinned host);
+# returns 0 and leaves the outputs alone for ordinary host memory or when there is no driver.
+cdef int pointer_device(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept

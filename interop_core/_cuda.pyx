@@ -1,0 +1,119 @@
+# The CUDA driver, loaded lazily from libcuda on first need (see _cuda.pxd).
+
+from libc.stdint cimport int32_t, uintptr_t
+from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
+
+from ._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+__all__ = ["driver_version", "pointer_attributes"]
+
+# Driver API values used here (from the CUDA driver API documentation).
+cdef enum:
+    CUDA_SUCCESS = 0
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+    CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+    CU_MEMORYTYPE_HOST = 1
+    CU_MEMORYTYPE_DEVICE = 2
+    CU_MEMORYTYPE_UNIFIED = 4
+
+ctypedef int (*cuInit_t)(unsigned int) noexcept nogil
+ctypedef int (*cuDriverGetVersion_t)(int*) noexcept nogil
+ctypedef int (*cuPointerGetAttributes_t)(unsigned int, int*, void**, uintptr_t) noexcept nogil
+
+# Load state: 0 not tried, 1 loaded and initialised, -1 unavailable (tried once, never again).
+cdef int _state = 0
+cdef cuDriverGetVersion_t _cuDriverGetVersion = NULL
+cdef cuPointerGetAttributes_t _cuPointerGetAttributes = NULL
+
+
+cdef int _load() noexcept:
+    global _state, _cuDriverGetVersion, _cuPointerGetAttributes
+    cdef void* lib = dlopen(b"libcuda.so.1", RTLD_NOW | RTLD_LOCAL)
+    if lib == NULL:
+        lib = dlopen(b"libcuda.so", RTLD_NOW | RTLD_LOCAL)
+    if lib == NULL:
+        return -1
+    cdef cuInit_t init = <cuInit_t> dlsym(lib, b"cuInit")
+    _cuDriverGetVersion = <cuDriverGetVersion_t> dlsym(lib, b"cuDriverGetVersion")
+    _cuPointerGetAttributes = <cuPointerGetAttributes_t> dlsym(lib, b"cuPointerGetAttributes")
+    if init == NULL or _cuDriverGetVersion == NULL or _cuPointerGetAttributes == NULL:
+        return -1
+    # cuInit fails on machines with a driver but no device; that is "no driver" for us.
+    if init(0) != CUDA_SUCCESS:
+        return -1
+    return 1
+
+
+cdef int driver_available() noexcept:
+    global _state
+    if _state == 0:
+        _state = _load()
+    return _state == 1
+
+
+cdef int pointer_device(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept:
+    if ptr == 0 or not driver_available():
+        return 0
+    cdef int attributes[3]
+    cdef unsigned int memory_type = 0
+    cdef int ordinal = -2
+    cdef int is_managed = 0
+    cdef void* values[3]
+    attributes[0] = CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+    attributes[1] = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    attributes[2] = CU_POINTER_ATTRIBUTE_IS_MANAGED
+    values[0] = &memory_type
+    values[1] = &ordinal
+    values[2] = &is_managed
+    # cuPointerGetAttributes (unlike the singular form) succeeds on pointers the driver does not
+    # know, leaving memory_type 0: that is ordinary host memory.
+    if _cuPointerGetAttributes(3, attributes, values, ptr) != CUDA_SUCCESS:
+        return 0
+    if is_managed:
+        device_type[0] = kDLCUDAManaged
+    elif memory_type == CU_MEMORYTYPE_DEVICE:
+        device_type[0] = kDLCUDA
+    elif memory_type == CU_MEMORYTYPE_HOST:
+        device_type[0] = kDLCUDAHost
+    else:
+        return 0
+    device_id[0] = ordinal if ordinal >= 0 else 0
+    return 1
+
+
+def driver_version():
+    """The CUDA driver's version as an int (e.g. 13000), or ``None`` where there is no driver.
+
+    Returns
+    -------
+    int or None
+    """
+    cdef int version = 0
+    if not driver_available() or _cuDriverGetVersion(&version) != CUDA_SUCCESS:
+        return None
+    return version
+
+
+def pointer_attributes(ptr):
+    """Where the memory at ``ptr`` lives, as the CUDA driver sees it.
+
+    Parameters
+    ----------
+    ptr : int
+        An address.
+
+    Returns
+    -------
+    tuple or None
+        ``(device_type, device_id)`` in DLPack terms for device, managed or pinned host memory;
+        ``None`` for ordinary host memory or where there is no CUDA driver.
+    """
+    cdef int32_t device_type = 0, device_id = 0
+    if not isinstance(ptr, int) or isinstance(ptr, bool):
+        raise TypeError(f"ptr must be an int address, got {type(ptr).__name__}")
+    if ptr < 0 or ptr >= 2 ** 64:
+        raise ValueError(f"ptr must be an address (an int in [0, 2**64)), got {ptr!r}")
+    if pointer_device(<uintptr_t> ptr, &device_type, &device_id):
+        return (device_type, device_id)
+    return None

@@ -1,0 +1,3 @@
+from typing import Any
+
+def resolve_consumer_stream(stream: Any) -> int | None: ...
