@@ -34,7 +34,7 @@ from ._dlpack_abi cimport (
 )
 from ._record cimport ViewRecord
 
-__all__ = ["as_dlpack_dtype", "triple_to_numpy", "triple_name", "known_dtypes"]
+__all__ = ["as_dlpack_dtype", "triple_to_numpy", "triple_name", "triple_itemsize", "known_dtypes"]
 
 # The byte-order character of this machine in typestrs and buffer formats.
 cdef str _NATIVE = "<" if sys.byteorder == "little" else ">"
@@ -151,15 +151,16 @@ cdef Py_ssize_t dtype_itemsize(DLDataType dtype, bint subbyte_padded) except -1:
     cdef long total
     _check_known(dtype)
     total = <long> dtype.bits * <long> dtype.lanes
-    if dtype.bits < 8 and subbyte_padded:
-        # One element (lane) per byte.
-        return dtype.lanes
-    if total % 8 != 0:
-        raise BufferError(
-            f"{dtype_name(dtype)} packs {total} bits per element, not a whole number of bytes; "
-            "packed sub-byte tensors are not supported (store one element per byte, as "
-            "ml_dtypes does, and mark it DLPack IS_SUBBYTE_TYPE_PADDED)")
-    return total // 8
+    if total % 8 == 0:
+        # Whole bytes, including packed sub-byte vectors such as float4_e2m1fn x2 in one byte.
+        return total // 8
+    if subbyte_padded and dtype.lanes == 1:
+        # One element per byte, the way ml_dtypes stores float4/float6/int4.
+        return 1
+    raise BufferError(
+        f"{dtype_name(dtype)} packs {total} bits per element, not a whole number of bytes; "
+        "packed sub-byte tensors are not supported (store one element per byte, as "
+        "ml_dtypes does, and mark it DLPack IS_SUBBYTE_TYPE_PADDED)")
 
 
 cdef int record_set_dtype(ViewRecord* rec, DLDataType dtype, bint subbyte_padded) except -1:
@@ -410,12 +411,12 @@ cdef long _from_numpy_dtype(object dt) except -1:
         raise TypeError(f"structured dtype {dt} is not supported; view one field at a time")
     if dt.subdtype is not None:
         raise TypeError(f"sub-array dtype {dt} is not supported")
+    # ml_dtypes dtypes are named after their ml_dtypes type (their kind varies: 'V', 'f', ...).
+    key = _BY_NAME.get(dt.name)
+    if key is not None and _ENTRY[key][3] == "ml_dtypes":
+        return key
     kind = dt.kind
     if kind == "V":
-        # ml_dtypes types are numpy void-kind dtypes whose name is the ml_dtypes name.
-        key = _BY_NAME.get(dt.name)
-        if key is not None and _ENTRY[key][3] == "ml_dtypes":
-            return key
         raise TypeError(f"void dtype {dt} has no DLPack type")
     if kind == "O":
         raise TypeError("object dtype has no DLPack type (the elements are Python objects)")
@@ -450,7 +451,8 @@ cdef object dtype_to_numpy(DLDataType dtype):
     if dtype.lanes != 1:
         raise TypeError(
             f"{dtype_name(dtype)} is a vector type ({dtype.lanes} lanes); numpy has no dtype "
-            "for it (view it with dtype= of the scalar type to get the lanes as a last axis)")
+            "for it (dlpack_dtype describes it; view(dtype=...) with the scalar type "
+            "reinterprets the lanes as elements)")
     row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
     source = row[3]
     if source == "numpy":
@@ -544,6 +546,31 @@ def triple_name(triple):
     cdef DLDataType dt
     _triple_arg(triple, &dt)
     return dtype_name(dt)
+
+
+def triple_itemsize(triple, subbyte_padded=False):
+    """Bytes per element of a DLPack triple.
+
+    Parameters
+    ----------
+    triple : tuple of int
+        ``(code, bits, lanes)``.
+    subbyte_padded : bool, optional
+        Whether a sub-byte type is stored one element per byte (DLPack's
+        ``IS_SUBBYTE_TYPE_PADDED``; how ml_dtypes stores float4/float6/int4).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    BufferError
+        For packed sub-byte elements that do not fill whole bytes.
+    """
+    cdef DLDataType dt
+    _triple_arg(triple, &dt)
+    return dtype_itemsize(dt, subbyte_padded)
 
 
 def known_dtypes():
