@@ -389,7 +389,7 @@ cdef object read_buffer_protocol(object obj, ViewRecord* rec):
     dtype_from_buffer_format(fmt, b.itemsize, &dt)
     record_set_dtype(rec, dt, False)
     ndim = b.ndim
-    if b.shape == NULL:
+    if b.shape == NULL and ndim != 0:
         # Only a non-conforming exporter omits shape after a PyBUF_ND request: treat as 1-d.
         extents_resize(&rec.ext, 1)
         rec.ext.shape[0] = b.len // b.itemsize
