@@ -34,7 +34,15 @@ from ._dlpack_abi cimport (
 )
 from ._record cimport ViewRecord
 
-__all__ = ["as_dlpack_dtype", "triple_to_numpy", "triple_name", "triple_itemsize", "known_dtypes"]
+__all__ = [
+    "as_dlpack_dtype",
+    "known_dtypes",
+    "triple_from_buffer_format",
+    "triple_from_typestr",
+    "triple_itemsize",
+    "triple_name",
+    "triple_to_numpy",
+]
 
 # The byte-order character of this machine in typestrs and buffer formats.
 cdef str _NATIVE = "<" if sys.byteorder == "little" else ">"
@@ -277,8 +285,8 @@ cdef long _parse_format(str fmt, Py_ssize_t itemsize) except -1:
     entry = _FORMAT_CHARS.get(body)
     if entry is None:
         raise ValueError(
-            f"unsupported buffer format {fmt!r}: only single native scalar types are viewable "
-            "(struct codes b B h H i I l L q Q n N P e f d ? Zf Zd, optional byte-order prefix)")
+            f"unsupported buffer format {fmt!r}: only single scalar types are viewable "
+            "(struct codes b B c h H i I l L q Q n N P e f d ? Zf Zd, optional byte-order prefix)")
     kind, sizes = entry
     if itemsize not in sizes:
         raise ValueError(
@@ -571,6 +579,41 @@ def triple_itemsize(triple, subbyte_padded=False):
     cdef DLDataType dt
     _triple_arg(triple, &dt)
     return dtype_itemsize(dt, subbyte_padded)
+
+
+def triple_from_typestr(typestr):
+    """The DLPack triple of an array-interface typestr (``"<f4"``, ``"|b1"``, ...).
+
+    Parameters
+    ----------
+    typestr : str
+
+    Returns
+    -------
+    tuple of int
+    """
+    cdef DLDataType dt
+    dtype_from_typestr(typestr, &dt)
+    return (dt.code, dt.bits, dt.lanes)
+
+
+def triple_from_buffer_format(fmt, Py_ssize_t itemsize):
+    """The DLPack triple of a buffer-protocol format string with its itemsize.
+
+    Parameters
+    ----------
+    fmt : str or None
+        struct-module syntax, e.g. ``"<i"``, ``"Zd"``, ``"?"``; None means ``"B"``.
+    itemsize : int
+        The itemsize the exporter reports (it decides between native and standard sizes).
+
+    Returns
+    -------
+    tuple of int
+    """
+    cdef DLDataType dt
+    dtype_from_buffer_format(fmt, itemsize, &dt)
+    return (dt.code, dt.bits, dt.lanes)
 
 
 def known_dtypes():

@@ -1,5 +1,6 @@
 """The dtype table: DLPack triples <-> numpy / ml_dtypes dtypes, names, typestrs and formats."""
 
+import ctypes
 import subprocess
 import sys
 import textwrap
@@ -7,6 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from interop_core._dtypes import triple_from_buffer_format, triple_from_typestr
 from interop_core.dtypes import (
     DLDataTypeCode,
     DLDeviceType,
@@ -212,3 +214,60 @@ def test_framework_scalar_types_with_a_dtype_attribute():
         dtype = np.dtype("float16")
 
     assert to_dlpack_dtype(FrameworkScalar()) == (2, 16, 1)
+
+
+# --- protocol spellings (compiled parsers) -----------------------------------------------------
+
+LONG = ctypes.sizeof(ctypes.c_long)
+
+
+@pytest.mark.parametrize(
+    "fmt, size, triple",
+    [
+        ("b", 1, (0, 8, 1)), ("B", 1, (1, 8, 1)), (None, 1, (1, 8, 1)), ("c", 1, (1, 8, 1)),
+        ("h", 2, (0, 16, 1)), ("=H", 2, (1, 16, 1)), ("<i", 4, (0, 32, 1)), ("@I", 4, (1, 32, 1)),
+        ("l", LONG, (0, LONG * 8, 1)), ("<l", 4, (0, 32, 1)), ("<l", LONG, (0, LONG * 8, 1)),
+        ("=L", 4, (1, 32, 1)), ("q", 8, (0, 64, 1)), ("<Q", 8, (1, 64, 1)),
+        ("n", ctypes.sizeof(ctypes.c_ssize_t), (0, ctypes.sizeof(ctypes.c_ssize_t) * 8, 1)),
+        ("N", ctypes.sizeof(ctypes.c_size_t), (1, ctypes.sizeof(ctypes.c_size_t) * 8, 1)),
+        ("P", ctypes.sizeof(ctypes.c_void_p), (1, ctypes.sizeof(ctypes.c_void_p) * 8, 1)),
+        ("e", 2, (2, 16, 1)), ("<f", 4, (2, 32, 1)), ("d", 8, (2, 64, 1)),
+        ("?", 1, (6, 8, 1)), ("<?", 1, (6, 8, 1)), ("Zf", 8, (5, 64, 1)), ("=Zd", 16, (5, 128, 1)),
+        (">b", 1, (0, 8, 1)), ("!B", 1, (1, 8, 1)),
+    ],
+)
+def test_buffer_formats(fmt, size, triple):
+    assert triple_from_buffer_format(fmt, size) == triple
+    assert triple_from_buffer_format(fmt, size) == triple  # second call: the cached entry
+
+
+@pytest.mark.parametrize(
+    "fmt, size, exc, message",
+    [
+        (">i", 4, ValueError, "native byte order"), ("!d", 8, ValueError, "native byte order"),
+        ("f", 8, ValueError, "does not fit its itemsize"), ("g", 16, ValueError, "unsupported"),
+        ("Zg", 32, ValueError, "unsupported"), ("2f", 8, ValueError, "unsupported"),
+        ("T{i:a:}", 4, ValueError, "unsupported"), ("x", 1, ValueError, "unsupported"),
+        ("<n", 8, ValueError, "only valid in native mode"), ("", 1, ValueError, "unsupported"),
+        (b"f", 4, TypeError, "must be a str"),
+    ],
+)
+def test_bad_buffer_formats(fmt, size, exc, message):
+    with pytest.raises(exc, match=message):
+        triple_from_buffer_format(fmt, size)
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_TYPES))
+def test_typestr_of_every_numpy_type(name):
+    code, bits = NUMPY_TYPES[name]
+    assert triple_from_typestr(np.dtype(name).str) == (code, bits, 1)
+
+
+@pytest.mark.parametrize("typestr", ["<f4", "=f4", "|u1", ">u1"])
+def test_typestr_cache_is_consistent(typestr):
+    assert triple_from_typestr(typestr) == triple_from_typestr(typestr)
+
+
+def test_typestr_not_a_str():
+    with pytest.raises(TypeError, match="typestr must be a str"):
+        triple_from_typestr(b"<f4")
