@@ -23,6 +23,7 @@ from cpython.buffer cimport Py_buffer
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, int64_t, intptr_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, strcmp, strlen
 
 from ._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost
 from ._dtypes cimport (
@@ -47,22 +48,28 @@ cdef str _tname(object obj):
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-cdef object _as_int(object v, str what):
+cdef str _what(str proto, str key, Py_ssize_t idx):
+    # Built only on error paths: formatting on every call would dominate the reader's cost.
+    return f"{proto}[{key!r}]" if idx < 0 else f"{proto}[{key!r}][{idx}]"
+
+
+cdef object _as_int(object v, str proto, str key, Py_ssize_t idx):
     """`v` as a Python int (ints and objects with __index__, but not bool); TypeError otherwise."""
     if type(v) is int:
         return v
     if isinstance(v, bool) or v is None:
-        raise TypeError(f"{what} must be an int, got {_tname(v)}")
+        raise TypeError(f"{_what(proto, key, idx)} must be an int, got {_tname(v)}")
     try:
         return PyNumber_Index(v)
     except TypeError:
-        raise TypeError(f"{what} must be an int, got {_tname(v)}") from None
+        raise TypeError(f"{_what(proto, key, idx)} must be an int, got {_tname(v)}") from None
 
 
-cdef uintptr_t _as_ptr(object v, str what) except? 0:
-    v = _as_int(v, what)
+cdef uintptr_t _as_ptr(object v, str proto) except? 0:
+    v = _as_int(v, proto, "data", 0)
     if v < 0 or v >= _UINT64_LIMIT:
-        raise ValueError(f"{what} {v} is not a valid address (must be in [0, 2**64))")
+        raise ValueError(
+            f"{_what(proto, 'data', 0)} {v} is not a valid address (must be in [0, 2**64))")
     return <uintptr_t> <unsigned long long> v
 
 
@@ -112,7 +119,7 @@ cdef int _check_mask_descr(dict d, str proto) except -1:
 
 
 cdef int _check_version(dict d, str proto, int lo, int hi) except -1:
-    version = _as_int(_required(d, "version", proto), f"{proto}['version']")
+    version = _as_int(_required(d, "version", proto), proto, "version", -1)
     if version < lo or version > hi:
         raise ValueError(
             f"{proto}['version'] is {version}; versions {lo} to {hi} are supported")
@@ -134,7 +141,7 @@ cdef int _fill_extents(ViewRecord* rec, object shape, object strides, str proto)
         raise ValueError(f"{proto}['shape'] has {ndim} dimensions; at most 64 are supported")
     extents_resize(&rec.ext, <int> ndim)
     for i in range(ndim):
-        v = _as_int(shape[i], f"{proto}['shape'][{i}]")
+        v = _as_int(shape[i], proto, "shape", i)
         if v < 0:
             raise ValueError(f"{proto}['shape'][{i}] is negative ({v})")
         if v >= _INT64_LIMIT:
@@ -165,7 +172,7 @@ cdef int _fill_extents(ViewRecord* rec, object shape, object strides, str proto)
         raise ValueError(
             f"{proto}['strides'] has {len(strides)} entries but shape has {ndim} dimensions")
     for i in range(ndim):
-        v = _as_int(strides[i], f"{proto}['strides'][{i}]")
+        v = _as_int(strides[i], proto, "strides", i)
         if v < -_INT64_LIMIT or v >= _INT64_LIMIT:
             raise ValueError(f"{proto}['strides'][{i}] is out of range ({v})")
         stride = <int64_t> v
@@ -283,7 +290,7 @@ cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec
     data = _required(d, "data", proto)
     if not isinstance(data, tuple) or len(data) != 2:
         raise TypeError(f"{proto}['data'] must be a (ptr, readonly) tuple, got {data!r:.80}")
-    ptr = _as_ptr(data[0], f"{proto}['data'][0]")
+    ptr = _as_ptr(data[0], proto)
     ro = data[1]
     if not isinstance(ro, (bool, int)):
         raise TypeError(f"{proto}['data'][1] (readonly) must be a bool, got {_tname(ro)}")
@@ -296,7 +303,7 @@ cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec
     if version >= 3:
         s = d.get("stream")
         if s is not None:
-            s = _as_int(s, f"{proto}['stream']")
+            s = _as_int(s, proto, "stream", -1)
             if s == 0:
                 raise ValueError(
                     f"{proto}['stream'] is 0, which the CUDA Array Interface forbids (ambiguous "
@@ -329,7 +336,7 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
     if isinstance(data, tuple):
         if len(data) != 2:
             raise TypeError(f"{proto}['data'] must be a (ptr, readonly) tuple, got {data!r:.80}")
-        ptr = _as_ptr(data[0], f"{proto}['data'][0]")
+        ptr = _as_ptr(data[0], proto)
         ro = data[1]
         if not isinstance(ro, (bool, int)):
             raise TypeError(f"{proto}['data'][1] (readonly) must be a bool, got {_tname(ro)}")
@@ -349,7 +356,7 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
         held = _acquire(source, PyBUF_SIMPLE, proto)
         off_obj = d.get("offset")
         if off_obj is not None:
-            off_obj = _as_int(off_obj, f"{proto}['offset']")
+            off_obj = _as_int(off_obj, proto, "offset", -1)
             if off_obj < 0 or off_obj > held.view.len:
                 raise ValueError(
                     f"{proto}['offset'] {off_obj} is outside the {held.view.len}-byte buffer")
@@ -371,6 +378,30 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
 
 # --- buffer protocol ----------------------------------------------------------------------------
 
+# One-entry memo of the last (format, itemsize) seen: callers usually view the same type again,
+# and this skips building a str and a tuple key for the dtype cache.  Guarded by the GIL.
+cdef char _last_format[16]
+cdef Py_ssize_t _last_itemsize = -1
+cdef DLDataType _last_dtype
+
+
+cdef int _buffer_dtype(Py_buffer* b, DLDataType* out) except -1:
+    global _last_itemsize, _last_dtype
+    cdef const char* fmt = b.format
+    if fmt == NULL:
+        fmt = "B"
+    cdef size_t n = strlen(fmt)
+    if b.itemsize == _last_itemsize and n < sizeof(_last_format) and strcmp(fmt, _last_format) == 0:
+        out[0] = _last_dtype
+        return 0
+    dtype_from_buffer_format((<bytes> fmt).decode("ascii", "replace"), b.itemsize, out)
+    if n < sizeof(_last_format):
+        memcpy(_last_format, fmt, n + 1)
+        _last_itemsize = b.itemsize
+        _last_dtype = out[0]
+    return 0
+
+
 cdef object read_buffer_protocol(object obj, ViewRecord* rec):
     cdef DLDataType dt
     cdef Py_ssize_t i, ndim
@@ -385,8 +416,7 @@ cdef object read_buffer_protocol(object obj, ViewRecord* rec):
                     f"{_tname(obj)} exports an indirect buffer (suboffsets); not supported")
     if b.itemsize <= 0:
         raise BufferError(f"{_tname(obj)} exports a buffer with itemsize {b.itemsize}")
-    fmt = None if b.format == NULL else (<bytes> b.format).decode("ascii", "replace")
-    dtype_from_buffer_format(fmt, b.itemsize, &dt)
+    _buffer_dtype(b, &dt)
     record_set_dtype(rec, dt, False)
     ndim = b.ndim
     if b.shape == NULL and ndim != 0:
