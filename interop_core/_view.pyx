@@ -382,14 +382,16 @@ cdef class StridedMemoryView:
         """
         cdef DLDataType dt
         cdef int64_t lo, hi
+        # subbyte_padded=True here and below: a user-named sub-byte dtype (ml_dtypes float4,
+        # int4...) means one element per byte, as ml_dtypes stores it.
         if dtype is None:
             if layout.itemsize not in (1, 2, 4, 8):
                 raise TypeError(f"pass a dtype for itemsize {layout.itemsize}")
             dtype = (1, layout.itemsize * 8, 1)
         dtype_from_object(dtype, &dt)
-        if dtype_itemsize(dt, False) != layout.itemsize:
+        if dtype_itemsize(dt, True) != layout.itemsize:
             raise ValueError(
-                f"dtype {dtype_name(dt)} has itemsize {dtype_itemsize(dt, False)} but the layout "
+                f"dtype {dtype_name(dt)} has itemsize {dtype_itemsize(dt, True)} but the layout "
                 f"has itemsize {layout.itemsize}")
         if extents_volume(&layout.ext) != 0:
             extents_offset_bounds(&layout.ext, &lo, &hi)
@@ -402,7 +404,7 @@ cdef class StridedMemoryView:
         cdef StridedMemoryView v = view_new()
         v.rec.ptr = buffer.ptr + layout.slice_offset * layout.itemsize
         extents_copy(&v.rec.ext, &layout.ext)
-        record_set_dtype(&v.rec, dt, False)
+        record_set_dtype(&v.rec, dt, True)
         v.rec.device_type = buffer.device_type
         v.rec.device_id = buffer.device_id
         v.owner = buffer.owner
@@ -532,9 +534,10 @@ cdef class StridedMemoryView:
         cdef Py_ssize_t new_itemsize = self.rec.itemsize
         cdef StridedLayout new_layout
         cdef int64_t lo, hi, new_lo, new_hi
+        # subbyte_padded=True: sub-byte types in a view are stored one element per byte.
         if dtype is not None:
             dtype_from_object(dtype, &dt)
-            new_itemsize = dtype_itemsize(dt, False)
+            new_itemsize = dtype_itemsize(dt, True)
         if layout is None:
             new_layout = self.layout
             if new_itemsize != self.rec.itemsize:
@@ -561,7 +564,7 @@ cdef class StridedMemoryView:
                     f"outside the bytes [{lo}, {hi}) this view spans")
         cdef StridedMemoryView v = _derived_view(self)
         extents_copy(&v.rec.ext, &new_layout.ext)
-        record_set_dtype(&v.rec, dt, False)
+        record_set_dtype(&v.rec, dt, True)
         v.rec.ptr = <uintptr_t> (<intptr_t> self.rec.ptr
                                  + <intptr_t> (new_layout.slice_offset * new_itemsize))
         return v
