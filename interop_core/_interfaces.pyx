@@ -25,6 +25,7 @@ from libc.stdint cimport INT64_MAX, int64_t, intptr_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strcmp, strlen
 
+from ._cuda cimport pointer_device
 from ._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost
 from ._dtypes cimport (
     dtype_from_buffer_format,
@@ -270,12 +271,13 @@ cdef _HeldBuffer _acquire(object obj, int flags, str what):
 
 # --- CUDA Array Interface -----------------------------------------------------------------------
 
-cdef int _cai_device_id(uintptr_t ptr) except -1:
-    # TODO(driver issue): ask the CUDA driver which device owns `ptr`
-    # (cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)) once the lazily loaded driver
-    # binding exists.  Until then every CAI view reports device 0; this is the one function to
-    # replace.
-    return 0
+cdef void _cai_device(uintptr_t ptr, ViewRecord* rec) noexcept:
+    # The interface names no device: ask the CUDA driver (device, managed or mapped pinned host
+    # memory, and the ordinal).  Without a driver, or for a pointer it does not know (a null
+    # pointer of a zero-size array), CUDA device 0 is the only sensible reading.
+    rec.device_type = kDLCUDA
+    rec.device_id = 0
+    pointer_device(ptr, &rec.device_type, &rec.device_id)
 
 
 cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec):
@@ -314,8 +316,7 @@ cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec
             rec.producer_stream = <intptr_t> <uintptr_t> <unsigned long long> s
     rec.ptr = ptr
     rec.readonly = bool(ro)
-    rec.device_type = kDLCUDA
-    rec.device_id = _cai_device_id(ptr)
+    _cai_device(ptr, rec)
     return obj
 
 
