@@ -13,9 +13,9 @@ from dlpack_ctypes import (
     exchange_api,
     make_capsule,
 )
+from interop_core._dlpack import DLPackTensorHolder
 
 from interop_core import StridedMemoryView
-from interop_core._dlpack import DLPackTensorHolder
 
 # --- shared tables ----------------------------------------------------------------------------
 
