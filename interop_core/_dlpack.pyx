@@ -9,6 +9,23 @@
 #   manager_ctx holds a strong reference to the view; our deleter drops that reference (taking
 #   the GIL, since consumers may call it from any thread) and frees the block.  A capsule that
 #   is never consumed deletes its tensor from the capsule destructor.
+#
+# Behaviour worth knowing (also stated in the user docs):
+# - IS_COPIED is accepted and recorded on the holder (DLPackTensorHolder.is_copied); a copy is
+#   kept alive and deleted exactly like a shared tensor.
+# - Versioned tensors must have major version 1 (a newer minor is fine); anything else is a
+#   BufferError and the capsule is left unconsumed for its producer to free.
+# - The C exchange API's *_no_sync functions never synchronise.  When the caller passes a
+#   consumer stream and the tensor is not on the CPU, the reader falls back to __dlpack__
+#   (which hands the stream to the producer); event-based ordering replaces this later.
+# - Export: a legacy ("dltensor") capsule cannot carry READ_ONLY, so read-only views refuse
+#   to export one (BufferError) rather than let a consumer write.  copy=True is refused (a
+#   view never copies); dl_device must be the view's own device.  A stream other than
+#   None / -1 is refused for CPU memory (array-API rule) and, for device memory, accepted but
+#   not yet acted on (the producer-side ordering arrives with the CUDA driver binding).
+# - StridedMemoryView's exchange table: the allocator reports NotImplementedError through
+#   its SetError callback (a view library allocates nothing); current_work_stream reports
+#   the default (NULL) stream.
 
 cimport cython
 from cpython.exc cimport PyErr_Occurred, PyErr_SetObject
