@@ -13,9 +13,10 @@ from dlpack_ctypes import (
     exchange_api,
     make_capsule,
 )
-from interop_core._dlpack import DLPackTensorHolder
 
-from interop_core import StridedMemoryView
+from interop_core import StridedMemoryView, _dlpack
+
+DLPackTensorHolder = _dlpack.DLPackTensorHolder
 
 # --- shared tables ----------------------------------------------------------------------------
 
@@ -833,3 +834,27 @@ def test_jax_round_trip_through_view(jax):
     y = jax.dlpack.from_dlpack(StridedMemoryView.from_dlpack(x))
     assert y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
     assert (np.asarray(y) == np.asarray(x)).all()
+
+
+# --- sub-byte element types (need the real dtype table in interop_core._dtypes) --------------
+
+FLOAT4 = (17, 4, 1)
+
+
+def test_padded_sub_byte_capsule_gives_one_byte_elements_and_exports_the_flag():
+    buf = np.zeros(6, dtype=np.uint8)
+    cap, _ = make_capsule(buf, dtype=FLOAT4, flags=4)
+    v = StridedMemoryView.from_dlpack(cap)
+    assert (v.dlpack_dtype, v.itemsize, v.shape) == (FLOAT4, 1, (6,))
+    out = v.__dlpack__(max_version=(1, 3))
+    assert DLManagedTensorVersioned.from_address(capsule_pointer(out)).flags & 4
+    with pytest.raises(BufferError, match="sub-byte"):
+        v.__dlpack__()
+
+
+def test_packed_sub_byte_capsule_is_refused():
+    buf = np.zeros(3, dtype=np.uint8)
+    cap, fake = make_capsule(buf, dtype=FLOAT4, shape=(6,), strides=(1,))
+    with pytest.raises(BufferError):
+        StridedMemoryView.from_dlpack(cap)
+    assert fake.deleted == 0       # left to the producer
