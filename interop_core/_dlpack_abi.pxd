@@ -33,6 +33,32 @@ cdef extern from *:
         uint64_t flags;
         ic_DLTensor dl_tensor;
     } ic_DLManagedTensorVersioned;
+
+    /* DLPack 1.3 C exchange API (the table a type publishes as __dlpack_c_exchange_api__,
+       in a capsule named "dlpack_exchange_api").  Device types travel as C enums, i.e. int. */
+    typedef void (*ic_DLPackSetError)(void* error_ctx, const char* kind, const char* message);
+    typedef int (*ic_DLPackManagedTensorAllocator)(
+        ic_DLTensor* prototype, ic_DLManagedTensorVersioned** out, void* error_ctx,
+        ic_DLPackSetError set_error);
+    typedef int (*ic_DLPackManagedTensorFromPyObjectNoSync)(
+        void* py_object, ic_DLManagedTensorVersioned** out);
+    typedef int (*ic_DLPackManagedTensorToPyObjectNoSync)(
+        ic_DLManagedTensorVersioned* tensor, void** out_py_object);
+    typedef int (*ic_DLPackDLTensorFromPyObjectNoSync)(void* py_object, ic_DLTensor* out);
+    typedef int (*ic_DLPackCurrentWorkStream)(
+        int device_type, int32_t device_id, void** out_current_stream);
+    typedef struct ic_DLPackExchangeAPIHeader {
+        ic_DLPackVersion version;
+        struct ic_DLPackExchangeAPIHeader* prev_api;
+    } ic_DLPackExchangeAPIHeader;
+    typedef struct ic_DLPackExchangeAPI {
+        ic_DLPackExchangeAPIHeader header;
+        ic_DLPackManagedTensorAllocator managed_tensor_allocator;
+        ic_DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+        ic_DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+        ic_DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
+        ic_DLPackCurrentWorkStream current_work_stream;
+    } ic_DLPackExchangeAPI;
     """
     ctypedef struct DLPackVersion "ic_DLPackVersion":
         uint32_t major
@@ -67,6 +93,35 @@ cdef extern from *:
         void (*deleter)(DLManagedTensorVersioned*) noexcept
         uint64_t flags
         DLTensor dl_tensor
+
+    # DLPack 1.3 C exchange API.  Every function returns 0 on success and -1 on failure with a
+    # Python exception set (the allocator reports through set_error instead).
+    ctypedef void (*DLPackSetError "ic_DLPackSetError")(
+        void* error_ctx, const char* kind, const char* message) noexcept nogil
+    ctypedef int (*DLPackManagedTensorAllocator "ic_DLPackManagedTensorAllocator")(
+        DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+        DLPackSetError set_error) noexcept nogil
+    ctypedef int (*DLPackManagedTensorFromPyObjectNoSync
+                  "ic_DLPackManagedTensorFromPyObjectNoSync")(
+        void* py_object, DLManagedTensorVersioned** out) noexcept nogil
+    ctypedef int (*DLPackManagedTensorToPyObjectNoSync "ic_DLPackManagedTensorToPyObjectNoSync")(
+        DLManagedTensorVersioned* tensor, void** out_py_object) noexcept nogil
+    ctypedef int (*DLPackDLTensorFromPyObjectNoSync "ic_DLPackDLTensorFromPyObjectNoSync")(
+        void* py_object, DLTensor* out) noexcept nogil
+    ctypedef int (*DLPackCurrentWorkStream "ic_DLPackCurrentWorkStream")(
+        int device_type, int32_t device_id, void** out_current_stream) noexcept nogil
+
+    ctypedef struct DLPackExchangeAPIHeader "ic_DLPackExchangeAPIHeader":
+        DLPackVersion version
+        DLPackExchangeAPIHeader* prev_api   # borrowed: an older table of the same producer
+
+    ctypedef struct DLPackExchangeAPI "ic_DLPackExchangeAPI":
+        DLPackExchangeAPIHeader header
+        DLPackManagedTensorAllocator managed_tensor_allocator
+        DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync
+        DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync
+        DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync  # may be NULL
+        DLPackCurrentWorkStream current_work_stream
 
 
 # The newest DLPack version this library reads and writes.
