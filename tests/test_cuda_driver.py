@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from cuda_probe import cuda_device_count
 
 from interop_core import Buffer, _cuda
-from tests.conftest import cuda_device_count
 
 
 @pytest.mark.skipif(cuda_device_count() > 0, reason="checks the driver-less behaviour")
