@@ -1121,7 +1121,7 @@ cdef class StridedLayout:
         for i in range(s, e + 1):
             ext *= self.ext.shape[i]
         stride = self.ext.strides[e]
-        if ext != 0:
+        if not _has_zero_extent(&self.ext):  # with no elements, any dims merge
             for i in range(s, e + 1):
                 if self.ext.shape[i] == 1:
                     continue
