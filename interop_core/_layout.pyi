@@ -91,7 +91,9 @@ class StridedLayout:
         """Dims reordered (numpy transpose)."""
     def broadcast_to(self, shape: _Shape) -> StridedLayout:
         """Broadcast by numpy's rules."""
-    def squeezed(self, axes: SupportsIndex | Sequence[SupportsIndex] | None = None) -> StridedLayout:
+    def squeezed(
+        self, axes: SupportsIndex | Sequence[SupportsIndex] | None = None
+    ) -> StridedLayout:
         """Dims of extent 1 removed."""
     def unsqueezed(self, axes: SupportsIndex | Sequence[SupportsIndex]) -> StridedLayout:
         """Dims of extent 1 inserted (numpy expand_dims)."""

@@ -14,6 +14,7 @@
 #   dimensions from the slowest varying (largest |stride|) to the fastest (stride 1):
 #   "C" is (0, 1, ..., n-1), "F" is (n-1, ..., 1, 0).
 
+cimport cython
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
@@ -113,7 +114,7 @@ cdef int _parse_int64_seq(object seq, int64_t* out, str what) except -1:
     """Fill `out` (room for MAX_NDIM) from an int or a sequence of ints; return the length."""
     cdef Py_ssize_t n, i
     cdef PyObject** items
-    if PyLong_CheckExact(seq) or (not isinstance(seq, (str, bytes)) and hasattr(seq, "__index__")):
+    if PyLong_CheckExact(seq):
         out[0] = _to_int64(seq, what)
         return 1
     if isinstance(seq, (str, bytes)):
@@ -121,8 +122,12 @@ cdef int _parse_int64_seq(object seq, int64_t* out, str what) except -1:
     try:
         fast = PySequence_Fast(seq, "")
     except TypeError:
-        raise TypeError(
-            f"{what} must be a sequence of integers, got {type(seq).__name__}") from None
+        # Not a sequence: one integer-like (numpy integer) stands for a 1-d shape.
+        if isinstance(seq, bool) or not hasattr(seq, "__index__"):
+            raise TypeError(f"{what} must be an integer or a sequence of integers, "
+                            f"got {type(seq).__name__}") from None
+        out[0] = _to_int64(seq, what)
+        return 1
     n = PySequence_Fast_GET_SIZE(fast)
     if n > MAX_NDIM:
         raise ValueError(f"{what} has {n} entries; at most {MAX_NDIM} dimensions are supported")
@@ -148,19 +153,27 @@ cdef int _normalize_axis(object axis, int ndim, str what) except -1:
     return <int> (a + ndim if a < 0 else a)
 
 
+cdef tuple _axes_tuple(object axes, str what):
+    if PyLong_CheckExact(axes):
+        return (axes,)
+    if isinstance(axes, (str, bytes)):
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {type(axes).__name__}")
+    try:
+        return tuple(axes)
+    except TypeError:
+        if not hasattr(axes, "__index__"):
+            raise TypeError(f"{what} must be an int or a sequence of ints, "
+                            f"got {type(axes).__name__}") from None
+        return (axes,)
+
+
 cdef int _parse_axes(object axes, int ndim, int* out, str what) except -1:
     """Normalised, duplicate-free axes from an int or a sequence; return how many."""
     cdef int n = 0, i, j
     cdef bint seen[MAX_NDIM]
     if axes is None:
         raise TypeError(f"{what} must be an int or a sequence of ints, got None")
-    if PyLong_CheckExact(axes) or hasattr(axes, "__index__"):
-        axes = (axes,)
-    try:
-        axes = tuple(axes)
-    except TypeError:
-        raise TypeError(
-            f"{what} must be an int or a sequence of ints, got {type(axes).__name__}") from None
+    axes = _axes_tuple(axes, what)
     if len(axes) > ndim:
         raise ValueError(f"{what} {axes} has more entries than the {ndim} dimensions")
     for i in range(ndim):
@@ -618,6 +631,7 @@ cdef StridedLayout _dense_like(StridedLayout like, object order):
 
 # --- the Python class --------------------------------------------------------------------------
 
+@cython.freelist(16)
 cdef class StridedLayout:
     """Shape, strides (in elements) and itemsize of strided memory; immutable.
 
@@ -1061,13 +1075,8 @@ cdef class StridedLayout:
         cdef bint new[MAX_NDIM]
         cdef int ax[MAX_NDIM]
         cdef int k, nd, i, src
-        if PyLong_CheckExact(axes) or hasattr(axes, "__index__"):
-            axes = (axes,)
-        try:
-            k = len(axes)
-        except TypeError:
-            raise TypeError(
-                f"axes must be an int or a sequence of ints, got {type(axes).__name__}") from None
+        axes = _axes_tuple(axes, "axes")
+        k = len(axes)
         nd = self.ext.ndim + k
         if nd > MAX_NDIM:
             raise ValueError(f"unsqueezing would give {nd} dims; at most {MAX_NDIM} are supported")

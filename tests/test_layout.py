@@ -25,8 +25,8 @@ def bounds(shape, strides):
     """(lo, hi) element offsets reached, by brute force; (0, -1) when empty."""
     if 0 in shape:
         return 0, -1
-    lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-    hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    lo = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s > 0)
     return lo, hi
 
 
@@ -43,9 +43,7 @@ def layout_of(arr, origin=None):
     offset = 0
     if origin is not None:
         offset = (arr.ctypes.data - origin.ctypes.data) // arr.itemsize
-    return StridedLayout(
-        arr.shape, [s // arr.itemsize for s in arr.strides], arr.itemsize, offset
-    )
+    return StridedLayout(arr.shape, [s // arr.itemsize for s in arr.strides], arr.itemsize, offset)
 
 
 def offsets(layout):
@@ -65,7 +63,7 @@ def same_elements(layout, arr):
 
 
 def nonunit_strides(shape, strides):
-    return [s for n, s in zip(shape, strides) if n != 1]
+    return [s for n, s in zip(shape, strides, strict=True) if n != 1]
 
 
 # --- hypothesis strategies ---------------------------------------------------------------------
@@ -158,6 +156,11 @@ def test_default_strides_are_c_contiguous_like_numpy(shape, dtype):
 
 def test_constructor_accepts_an_int_shape_lists_and_numpy_integers():
     assert StridedLayout(5).shape == (5,)
+    assert StridedLayout(np.int16(5)).shape == (5,)
+    assert StridedLayout(np.array([2, 3]), np.array([1, 2])).strides == (1, 2)
+    assert StridedLayout((2, 3)).permuted(np.array([1, 0])).shape == (3, 2)
+    assert StridedLayout((2, 3)).unsqueezed(np.array([0, -1])).shape == (1, 2, 3, 1)
+    assert StridedLayout((1, 3)).squeezed(np.int8(0)).shape == (3,)
     layout = StridedLayout([np.int64(2), 3], [np.int32(3), 1], itemsize=np.uint8(4))
     assert layout == StridedLayout((2, 3), (3, 1), 4)
     assert type(layout.shape[0]) is int
@@ -260,7 +263,7 @@ def test_offsets_uniqueness_and_density_match_brute_force(spec):
         assert layout.required_size_in_bytes == 0
     unique = len(set(offs)) == len(offs)
     assert layout.is_unique == unique
-    positive = all(s > 0 for n, s in zip(shape, strides) if n > 1)
+    positive = all(s > 0 for n, s in zip(shape, strides, strict=True) if n > 1)
     dense = not offs or (unique and positive and max(offs) - min(offs) + 1 == len(offs))
     assert layout.is_contiguous_any == dense
     assert layout.volume == len(offs) == int(np.prod(shape))
