@@ -2,11 +2,15 @@
 # Extents inside its ViewRecord and calls the extents_* functions directly, so slicing a view
 # never builds an intermediate StridedLayout).
 
+cimport cython
 from libc.stdint cimport int64_t
 
 from ._record cimport Extents
 
 
+# final: a Python subclass could add mutable state and break the immutability (and hashing)
+# every user of a layout relies on; it also lets Cython call methods without a vtable lookup.
+@cython.final
 cdef class StridedLayout:
     cdef Extents ext             # shape and strides in elements; storage owned by this object
     cdef readonly int64_t itemsize      # bytes per element
@@ -20,6 +24,7 @@ cdef StridedLayout layout_from_extents(const Extents* ext, int64_t itemsize, int
 # Apply an indexing key (ints, slices with any step, Ellipsis, None, or a tuple of them) to
 # `src`, writing the result into `dst` (initialised Extents) and the element offset of the new
 # element 0 relative to the old one into `offset`.  Raises IndexError / TypeError like numpy.
+# `dst` may be `src`.
 cdef int extents_getitem(const Extents* src, object key, Extents* dst, int64_t* offset) except -1
 
 # Lowest and highest element offsets reachable (relative to element 0); (0, -1) if volume is 0.
@@ -28,9 +33,15 @@ cdef void extents_offset_bounds(const Extents* e, int64_t* lo, int64_t* hi) noex
 # Number of elements, or -1 on overflow of int64.
 cdef int64_t extents_volume(const Extents* e) noexcept nogil
 
+# Dims of extent 1 may have any stride; volume 0 counts as contiguous.
 cdef bint extents_is_c_contiguous(const Extents* e) noexcept nogil
 cdef bint extents_is_f_contiguous(const Extents* e) noexcept nogil
 
 # Tuple builders used by StridedMemoryView's properties.
 cdef tuple extents_shape_tuple(const Extents* e)
 cdef tuple extents_strides_tuple(const Extents* e, int64_t scale)
+
+# For readers filling extents from untrusted metadata: raise ValueError if an extent is
+# negative, or if the volume, or any byte offset reached ((slice_offset + element offset) *
+# itemsize, one past the end included), overflows int64.  itemsize must be > 0.
+cdef int extents_validate(const Extents* e, int64_t itemsize, int64_t slice_offset) except -1
