@@ -5,6 +5,7 @@
 # reads it on the way out.
 
 from cpython.buffer cimport Py_buffer
+from cpython.pycapsule cimport PyCapsule_CheckExact
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
 from ._cuda cimport pointer_device
@@ -99,6 +100,43 @@ cdef StridedMemoryView _derived_view(StridedMemoryView base):
     v.rec.producer_stream = base.rec.producer_stream
     v.owner = base.owner
     v._keepalive = base._keepalive
+    return v
+
+
+# --- one function per protocol, shared by the from_* classmethods and from_any -----------------
+
+cdef StridedMemoryView _view_dlpack(object obj, object stream):
+    cdef StridedMemoryView v = view_new()
+    cdef type t = type(obj)
+    if PyCapsule_CheckExact(obj):
+        _stream_checked(stream)
+        v._keepalive = read_dlpack_capsule(obj, &v.rec)
+    elif has_exchange_api(t):
+        v._keepalive = read_dlpack_exchange_api(obj, stream, &v.rec)
+    else:
+        v._keepalive = read_dlpack(obj, stream, &v.rec)
+    v.owner = obj
+    return v
+
+
+cdef StridedMemoryView _view_cai(object obj, object stream):
+    cdef StridedMemoryView v = view_new()
+    v._keepalive = read_cuda_array_interface(obj, _stream_checked(stream), &v.rec)
+    v.owner = obj
+    return v
+
+
+cdef StridedMemoryView _view_array_interface(object obj):
+    cdef StridedMemoryView v = view_new()
+    v._keepalive = read_array_interface(obj, &v.rec)
+    v.owner = obj
+    return v
+
+
+cdef StridedMemoryView _view_buffer_protocol(object obj):
+    cdef StridedMemoryView v = view_new()
+    v._keepalive = read_buffer_protocol(obj, &v.rec)
+    v.owner = obj
     return v
 
 
@@ -237,16 +275,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        cdef StridedMemoryView v = view_new()
-        _stream_checked(stream)
-        if type(obj).__name__ == "PyCapsule":
-            v._keepalive = read_dlpack_capsule(obj, &v.rec)
-        elif has_exchange_api(type(obj)):
-            v._keepalive = read_dlpack_exchange_api(obj, stream, &v.rec)
-        else:
-            v._keepalive = read_dlpack(obj, stream, &v.rec)
-        v.owner = obj
-        return v
+        return _view_dlpack(obj, stream)
 
     @classmethod
     def from_cuda_array_interface(cls, obj, stream=None):
@@ -265,10 +294,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        cdef StridedMemoryView v = view_new()
-        v._keepalive = read_cuda_array_interface(obj, _stream_checked(stream), &v.rec)
-        v.owner = obj
-        return v
+        return _view_cai(obj, stream)
 
     @classmethod
     def from_array_interface(cls, obj):
@@ -283,10 +309,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        cdef StridedMemoryView v = view_new()
-        v._keepalive = read_array_interface(obj, &v.rec)
-        v.owner = obj
-        return v
+        return _view_array_interface(obj)
 
     @classmethod
     def from_buffer_protocol(cls, obj):
@@ -303,10 +326,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        cdef StridedMemoryView v = view_new()
-        v._keepalive = read_buffer_protocol(obj, &v.rec)
-        v.owner = obj
-        return v
+        return _view_buffer_protocol(obj)
 
     @classmethod
     def from_any(cls, obj, stream=None):
@@ -333,23 +353,26 @@ cdef class StridedMemoryView:
             If no protocol applies; the message names the type and what was tried.
         """
         cdef type t = type(obj)
-        cdef object kind = _PROTOCOL_BY_TYPE.get(t)
-        if kind is None:
+        cdef object cached = _PROTOCOL_BY_TYPE.get(t)
+        cdef int kind
+        if cached is None:
             kind = _choose_protocol(obj)
             _PROTOCOL_BY_TYPE[t] = kind
+        else:
+            kind = cached
         if kind == _SELF:
             _stream_checked(stream)
             return obj
         if kind == _DLPACK:
-            return StridedMemoryView.from_dlpack(obj, stream)
+            return _view_dlpack(obj, stream)
         if kind == _CAI:
-            return StridedMemoryView.from_cuda_array_interface(obj, stream)
+            return _view_cai(obj, stream)
         if kind == _ARRAY_INTERFACE:
             _stream_checked(stream)
-            return StridedMemoryView.from_array_interface(obj)
+            return _view_array_interface(obj)
         if kind == _BUFFER:
             _stream_checked(stream)
-            return StridedMemoryView.from_buffer_protocol(obj)
+            return _view_buffer_protocol(obj)
         raise TypeError(
             f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
             "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
