@@ -16,6 +16,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable
@@ -125,8 +126,14 @@ def environment() -> str:
                 versions.append(f"{module} {importlib.import_module(module).__version__}")
             except Exception:
                 pass
-    return (f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-            + ", ".join(versions))
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    cores = os.cpu_count()
+    return (f"{cpu} ({cores} cores), Python {platform.python_version()}, " + ", ".join(versions))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -231,10 +231,11 @@ cdef object _producer_stream(object obj, object stream):
     """The `stream` argument for obj.__dlpack__, per the array-API rules."""
     cdef intptr_t handle = 0
     cdef bint sync = resolve_stream(stream, &handle)
-    device_fn = getattr(obj, "__dlpack_device__", None)
-    if device_fn is None:
+    try:
+        device = obj.__dlpack_device__()
+    except AttributeError:
         return None
-    device_type = int(device_fn()[0])
+    cdef long device_type = device[0]
     if device_type == kDLCUDA:
         if not sync:
             return -1
@@ -246,23 +247,35 @@ cdef object _producer_stream(object obj, object stream):
     return None
 
 
+# Types whose __dlpack__ rejected max_version once (pre-1.0 producers): asked without it from
+# then on, so they do not pay for a raised TypeError on every call.
+cdef set _LEGACY_ONLY_TYPES = set()
+
+
 cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
-    method = getattr(obj, "__dlpack__", None)
-    if method is None:
-        raise TypeError(f"{type(obj).__name__} does not implement __dlpack__")
+    cdef type t = type(obj)
+    if not hasattr(t, "__dlpack__"):
+        raise TypeError(f"{t.__name__} does not implement __dlpack__")
     producer_stream = _producer_stream(obj, stream)
-    try:
-        capsule = method(stream=producer_stream, max_version=_OUR_VERSION)
-    except TypeError:
-        # Producers older than DLPack 1.0 do not know max_version; ask again without it.
-        if producer_stream is None:
-            capsule = method()
-        else:
-            capsule = method(stream=producer_stream)
+    if t not in _LEGACY_ONLY_TYPES:
+        try:
+            capsule = obj.__dlpack__(stream=producer_stream, max_version=_OUR_VERSION)
+        except TypeError:
+            # Producers older than DLPack 1.0 do not know max_version; ask again without it.
+            capsule = _legacy_call(obj, producer_stream)
+            _LEGACY_ONLY_TYPES.add(t)
+    else:
+        capsule = _legacy_call(obj, producer_stream)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")
     return read_dlpack_capsule(capsule, rec)
+
+
+cdef object _legacy_call(object obj, object producer_stream):
+    if producer_stream is None:
+        return obj.__dlpack__()
+    return obj.__dlpack__(stream=producer_stream)
 
 
 # --- C exchange API, consumer side -----------------------------------------------------------
