@@ -29,16 +29,20 @@ echo "== build"
 pip install --no-build-isolation --no-deps -q -e . 2>&1 | tail -5 || status=1
 
 echo "== gpu tests"
-python3 -m pytest -m gpu -q -rs -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" 2>&1 \
+python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 \
   | tee "$OUT/gpu_tests.txt" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== full test suite on the GPU machine"
-python3 -m pytest -q -p no:cacheprovider -x -m "not slow" 2>&1 | tee "$OUT/all_tests.txt" | tail -15
+# Tests needing a package the GPU image lacks (e.g. hypothesis) are reported, not fatal to the rest.
+python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collection-errors 2>&1 \
+  | tee "$OUT/all_tests.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== benchmarks"
 python3 benchmarks/bench_views.py --device cuda --markdown "$OUT/gpu_views.md" \
   --json "$OUT/gpu_views.json" 2>&1 | tee "$OUT/bench.txt" || status=1
+python3 benchmarks/bench_views.py --device cpu --markdown "$OUT/host_views.md" 2>&1 \
+  | tee -a "$OUT/bench.txt" || status=1
 
 exit $status
