@@ -26,7 +26,10 @@ PY
 } 2>&1 | tee "$OUT/environment.txt"
 
 echo "== build"
-pip install --no-build-isolation --no-deps -q -e . 2>&1 | tail -5 || status=1
+# `python3 -m pip`, not `pip`: on the GPU image the two can belong to different interpreters.
+if ! python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.txt" 2>&1; then
+  tail -40 "$OUT/build.txt"; echo "build failed"; exit 1
+fi
 
 echo "== gpu tests"
 python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 \
