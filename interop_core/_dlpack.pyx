@@ -227,6 +227,10 @@ cdef object read_dlpack_capsule(object capsule, ViewRecord* rec):
         f"expected a capsule named 'dltensor_versioned' or 'dltensor', got one named {pyname!r}")
 
 
+# DLPack's stream value for "no synchronisation" (compared by identity: it is a cached small int).
+cdef object _NO_SYNC = -1
+
+
 cdef object _producer_stream(object obj, object stream):
     """The `stream` argument for obj.__dlpack__, per the array-API rules."""
     cdef intptr_t handle = 0
@@ -238,11 +242,11 @@ cdef object _producer_stream(object obj, object stream):
     cdef long device_type = device[0]
     if device_type == kDLCUDA:
         if not sync:
-            return -1
+            return _NO_SYNC
         # DLPack spells CUDA's legacy default stream 1 (0 is ambiguous and forbidden).
         return 1 if handle == 0 else handle
     if device_type == kDLROCM:
-        return handle if sync else -1
+        return handle if sync else _NO_SYNC
     # Streams mean nothing for host and other memory; producers (numpy) insist on None.
     return None
 
@@ -250,6 +254,22 @@ cdef object _producer_stream(object obj, object stream):
 # Types whose __dlpack__ rejected max_version once (pre-1.0 producers): asked without it from
 # then on, so they do not pay for a raised TypeError on every call.
 cdef set _LEGACY_ONLY_TYPES = set()
+# Types whose __dlpack__ failed on stream=-1, DLPack's "no synchronisation" (jax 0.11 on CUDA
+# raises CUDA_ERROR_INVALID_HANDLE): asked with stream=None from then on, which such producers
+# honour by making the buffer ready first.
+cdef set _REJECTS_NO_SYNC_TYPES = set()
+
+
+cdef object _call_dlpack(object obj, type t, object producer_stream):
+    if t in _LEGACY_ONLY_TYPES:
+        return _legacy_call(obj, producer_stream)
+    try:
+        return obj.__dlpack__(stream=producer_stream, max_version=_OUR_VERSION)
+    except TypeError:
+        # Producers older than DLPack 1.0 do not know max_version; ask again without it.
+        capsule = _legacy_call(obj, producer_stream)
+        _LEGACY_ONLY_TYPES.add(t)
+        return capsule
 
 
 cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
@@ -257,15 +277,15 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
     if not hasattr(t, "__dlpack__"):
         raise TypeError(f"{t.__name__} does not implement __dlpack__")
     producer_stream = _producer_stream(obj, stream)
-    if t not in _LEGACY_ONLY_TYPES:
-        try:
-            capsule = obj.__dlpack__(stream=producer_stream, max_version=_OUR_VERSION)
-        except TypeError:
-            # Producers older than DLPack 1.0 do not know max_version; ask again without it.
-            capsule = _legacy_call(obj, producer_stream)
-            _LEGACY_ONLY_TYPES.add(t)
-    else:
-        capsule = _legacy_call(obj, producer_stream)
+    if producer_stream is _NO_SYNC and t in _REJECTS_NO_SYNC_TYPES:
+        producer_stream = None
+    try:
+        capsule = _call_dlpack(obj, t, producer_stream)
+    except Exception:
+        if producer_stream is not _NO_SYNC:
+            raise
+        capsule = _call_dlpack(obj, t, None)   # if this fails too, its error is the one raised
+        _REJECTS_NO_SYNC_TYPES.add(t)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")
