@@ -53,7 +53,10 @@ def measure(fn: Callable[[], object], *, min_batch_s: float = 0.05, repeats: int
 
 def format_table(results: list[Measurement], ours_prefix: str = "interop_core") -> str:
     """A markdown table: group, path, ns per call, and ratio of each peer to ours in its group."""
-    ours = {r.group: r.ns for r in results if r.name.startswith(ours_prefix) and r.ns}
+    ours: dict[str, float] = {}  # group -> the first (headline) path of ours in that group
+    for r in results:
+        if r.name.startswith(ours_prefix) and r.ns:
+            ours.setdefault(r.group, r.ns)
     lines = ["| operation | path | ns / call | × ours |", "| --- | --- | ---: | ---: |"]
     for r in results:
         if r.ns is None:
