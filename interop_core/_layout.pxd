@@ -14,7 +14,9 @@ from ._record cimport Extents
 cdef class StridedLayout:
     cdef Extents ext             # shape and strides in elements; storage owned by this object
     cdef readonly int64_t itemsize      # bytes per element
+    """int: Bytes per element."""
     cdef readonly int64_t slice_offset  # elements from the base pointer to element 0
+    """int: Elements from the base pointer to element 0 (accumulated by slicing)."""
     cdef Py_hash_t _hash         # 0 until computed (a layout is immutable)
 
 

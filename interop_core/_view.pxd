@@ -6,6 +6,7 @@ from ._record cimport ViewRecord
 cdef class StridedMemoryView:
     cdef ViewRecord rec          # pointer, extents, dtype, device; owned by this object
     cdef readonly object owner   # the object the view was made from (what a user handed us)
+    """object: The object the view was made from; kept alive as long as the view."""
     cdef object _keepalive       # what actually keeps the memory alive: a DLPack holder, a
                                  # buffer holder, or the owner itself; released when the view dies
     cdef object _numpy_dtype     # cache for .dtype (numpy is imported only when asked)
@@ -14,10 +15,15 @@ cdef class StridedMemoryView:
 
 cdef class Buffer:
     cdef readonly uintptr_t ptr      # address of the first byte
+    """int: Address of the first byte."""
     cdef readonly Py_ssize_t size    # bytes
+    """int: Length in bytes."""
     cdef readonly int device_type    # DLDeviceType
+    """int: DLPack device type (1 CPU, 2 CUDA, 3 CUDA pinned host, 13 CUDA managed)."""
     cdef readonly int device_id
+    """int: Device ordinal (0 for host memory)."""
     cdef readonly object owner       # keeps the memory alive; referenced for the Buffer's life
+    """object: Kept alive as long as the buffer and every view made from it."""
 
 
 # A new empty view (record initialised, no owner).  Readers fill view.rec directly.

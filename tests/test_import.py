@@ -34,9 +34,32 @@ def test_import_takes_under_30_ms():
     assert best < 30.0, f"import interop_core took {best:.1f} ms (budget 30 ms)"
 
 
-def test_public_names_are_exported_and_documented():
-    import interop_core
+PROTOCOL_DUNDERS = {"__getitem__", "__dlpack__", "__dlpack_device__",
+                    "__cuda_array_interface__", "__array_interface__"}
 
-    for name in interop_core.__all__:
-        obj = getattr(interop_core, name)
-        assert obj.__doc__, f"interop_core.{name} has no docstring"
+
+def _undocumented(module) -> list[str]:
+    missing = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if not obj.__doc__:
+            missing.append(name)
+        if not isinstance(obj, type):
+            continue
+        for attr, member in vars(obj).items():
+            if attr.startswith("_") and attr not in PROTOCOL_DUNDERS:
+                continue
+            if not callable(member) and not hasattr(member, "__get__"):
+                continue  # plain class constants
+            doc = getattr(member, "__doc__", None)
+            if not doc or doc == type(member).__doc__:
+                missing.append(f"{name}.{attr}")
+    return missing
+
+
+def test_every_public_name_method_and_property_has_a_docstring():
+    import interop_core
+    import interop_core.dtypes
+
+    assert _undocumented(interop_core) == []
+    assert _undocumented(interop_core.dtypes) == []
