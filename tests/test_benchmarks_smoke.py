@@ -18,4 +18,5 @@ def test_benchmark_runs_in_quick_mode_and_prints_a_table(script, tmp_path):
     result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", "--markdown",
                              str(out)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "| --- |" in result.stdout and "interop" in out.read_text() or "view()" in out.read_text()
+    assert "| --- |" in result.stdout
+    assert out.read_text().count("\n") >= 3, "the markdown table has no rows"
