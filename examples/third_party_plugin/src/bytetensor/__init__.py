@@ -140,8 +140,8 @@ class ByteTensor:
         if len(self.strides) != len(self.shape) or any(n < 0 for n in self.shape):
             raise ValueError(f"bad shape {self.shape} / strides {self.strides}")
         if 0 not in self.shape:
-            lo = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.shape) if s < 0)
-            hi = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.shape) if s > 0)
+            lo = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.shape, strict=True) if s < 0)
+            hi = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.shape, strict=True) if s > 0)
             if lo < 0 or hi + self.itemsize > len(self._mem):
                 raise ValueError(f"elements span bytes [{lo}, {hi + self.itemsize}) outside a "
                                  f"buffer of {len(self._mem)} bytes")

@@ -90,8 +90,8 @@ def export_bytetensor(view, stream=None):
     shape = view.shape
     strides = view.strides_in_bytes
     # The bytes the elements span, from the lowest-addressed element to past the highest.
-    low = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
-    high = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + itemsize
+    low = sum(s * (n - 1) for s, n in zip(strides, shape, strict=True) if s < 0)
+    high = sum(s * (n - 1) for s, n in zip(strides, shape, strict=True) if s > 0) + itemsize
     span = 0 if view.size == 0 else high - low
     flat = interop_core.StridedMemoryView.from_pointer(
         view.ptr + (low if span else 0), (span,), dtype="uint8", device=(_KDL_CPU, 0),
@@ -107,7 +107,7 @@ def interop_core_register(registry):
 
     Parameters
     ----------
-    registry : interop_core.plugins.Registrar
+    registry : interop_core.plugins.PluginRegistrar
         Records the declarations for this plugin; called once, never per object.
     """
     registry.add_type("bytetensor:ByteTensor", reader=read_bytetensor)
