@@ -164,3 +164,20 @@ def test_kit_reports_a_missing_sample_as_a_failed_test_in_a_real_pytest_run(tmp_
     for name in REQUIRED_SAMPLES:
         assert f"test_view_matches_framework_metadata[{name}]" in run.stdout, run.stdout
 
+
+
+def test_pytest_plugin_is_inert_until_a_test_module_uses_the_kit(tmp_path):
+    (tmp_path / "test_plain.py").write_text(textwrap.dedent("""
+        import sys
+
+        def test_nothing_of_the_kit_or_any_framework_is_imported():
+            heavy = ["interop_core.testing._kit", "bytetensor", "numpy", "torch", "jax"]
+            assert [m for m in heavy if m in sys.modules] == []
+    """))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p",
+         "interop_core.testing.pytest_plugin", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+    assert "conformance kit" not in run.stdout

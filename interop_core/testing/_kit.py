@@ -165,7 +165,7 @@ class PluginConformance:
         mods = self.framework_modules
         if isinstance(mods, str):
             return (f"{cls}.framework_modules must be a tuple of module names, got the string "
-                    f"{mods!r} (a missing trailing comma in ({mods!r},)?)")
+                    f"{mods!r} (missing a trailing comma? write ({mods!r},))")
         if not isinstance(mods, (tuple, list)) or not all(isinstance(m, str) for m in mods):
             return f"{cls}.framework_modules must be a tuple of module names, got {mods!r}"
         if self.exporter_target is not None and not isinstance(self.exporter_target, str):

@@ -43,7 +43,7 @@ def pytest_report_collectionfinish(config, start_path, items):
     -------
     str or None
     """
-    if "interop_core.testing" not in sys.modules:  # the kit was never imported: stay silent
+    if "interop_core.testing._kit" not in sys.modules:  # the kit is not in use: stay silent
         return None
     names = sorted({item.cls.plugin_name for item in items
                     if item.get_closest_marker(MARKER) is not None
