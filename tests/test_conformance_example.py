@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import weakref
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -174,9 +175,12 @@ def test_pytest_plugin_is_inert_until_a_test_module_uses_the_kit(tmp_path):
             heavy = ["interop_core.testing._kit", "bytetensor", "numpy", "torch", "jax"]
             assert [m for m in heavy if m in sys.modules] == []
     """))
+    # Installed (CI: pip install -e .), pytest loads the plugin through its pytest11 entry point;
+    # from a source checkout it is named with -p (naming it twice would register it twice).
+    installed = any(ep.name == "interop_core" for ep in entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "interop_core.testing.pytest_plugin"]
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p",
-         "interop_core.testing.pytest_plugin", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *plugin, str(tmp_path)],
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
