@@ -56,10 +56,12 @@ class _PyBuffer(ctypes.Structure):
     ]
 
 
-_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+# Item access gives function objects of our own: attribute access returns ones shared with
+# every other user of ctypes.pythonapi, whose argtypes another module may overwrite.
+_get_buffer = ctypes.pythonapi["PyObject_GetBuffer"]
 _get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
 _get_buffer.restype = ctypes.c_int
-_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer = ctypes.pythonapi["PyBuffer_Release"]
 _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
 _release_buffer.restype = None
 
