@@ -13,6 +13,7 @@ from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
 from ._dlpack_abi cimport DLDataType
@@ -30,7 +31,7 @@ from ._view cimport (
 )
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
-           "set_miss_handler"]
+           "set_miss_handler", "read_with", "time_dispatch"]
 
 
 cdef extern from "interop_core.h":
@@ -314,8 +315,10 @@ def set_entries(dict entries):
     _rebuild()
 
 
-def entry_for(type t):
+def entry_for(t):
     """The entry the table holds for exactly ``t`` (registered or cached), or ``None``."""
+    if not isinstance(t, type):
+        raise TypeError(f"expected a type, got {type(t).__name__}")
     cdef PyObject* e = _lookup(<PyObject*> t)
     return None if e == NULL else <object> e
 
@@ -446,6 +449,52 @@ cdef object _view_miss(object obj, object stream):
     entry = _generic_entry(protocol)
     _cache(t, entry)
     return view_by_protocol(protocol, obj, stream)
+
+
+def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
+    """Measure, in C, what the table lookup adds to a reader call (for the benchmarks).
+
+    Alternates blocks of ``calls_per_block`` reader calls on ``obj`` with the entry already in
+    hand and blocks of the same calls preceded by the lookup of ``type(obj)`` (what ``view()``
+    does), so both see the same machine noise.  ``obj``'s type must already be in the table
+    (view it once first).
+
+    Returns
+    -------
+    tuple of list of float
+        ``(direct, looked_up)``: ns per call of each block, paired block by block.
+    """
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found == NULL:
+        raise ValueError(f"{type(obj).__qualname__} is not in the table yet: view() it once first")
+    cdef ReaderEntry entry = <ReaderEntry> found
+    cdef timespec start, end
+    cdef Py_ssize_t i, block
+    direct, looked_up = [], []
+    for block in range(blocks):
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        for i in range(calls_per_block):
+            _read(entry, obj, None)
+        clock_gettime(CLOCK_MONOTONIC, &end)
+        direct.append(((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec))
+                      / calls_per_block)
+        clock_gettime(CLOCK_MONOTONIC, &start)
+        for i in range(calls_per_block):
+            found = _lookup(<PyObject*> Py_TYPE(obj))
+            _read(<ReaderEntry> found, obj, None)
+        clock_gettime(CLOCK_MONOTONIC, &end)
+        looked_up.append(((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec))
+                         / calls_per_block)
+    return direct, looked_up
+
+
+def read_with(ReaderEntry entry not None, obj, stream=None):
+    """Run one entry's reader on ``obj`` directly, bypassing the type lookup.
+
+    For benchmarks and tests of the dispatch itself: ``view(obj)`` is exactly this plus the
+    lookup of ``type(obj)`` in the table.
+    """
+    return _read(entry, obj, stream)
 
 
 def view(obj, stream=None):
