@@ -7,6 +7,8 @@ numpy is loaded only when a view's ``.dtype`` is asked for.
 from ._layout import StridedLayout
 from ._streams import resolve_consumer_stream
 from ._view import Buffer, StridedMemoryView
+from ._viewable import viewable
 
-__all__ = ["Buffer", "StridedLayout", "StridedMemoryView", "resolve_consumer_stream"]
+__all__ = ["Buffer", "StridedLayout", "StridedMemoryView", "resolve_consumer_stream",
+           "viewable"]
 __version__ = "0.1.0"
