@@ -12,6 +12,7 @@ extensions = [
     Extension(
         f"interop_core.{name}",
         [f"interop_core/{name}.pyx"],
+        include_dirs=["interop_core/include"],
         extra_compile_args=["-O3", "-fno-strict-aliasing"],
     )
     for name in MODULES

@@ -1,14 +1,37 @@
 """interop-core: zero-copy strided memory views over any tensor, with CUDA stream ordering.
 
-Importing this package imports no framework (torch, cupy, jax, numba) and not even numpy;
-numpy is loaded only when a view's ``.dtype`` is asked for.
+Importing this package imports no framework (torch, cupy, jax, numba), not numpy and not pluggy;
+plugins are discovered the first time :func:`view` meets a type it does not know.
 """
 
+from ._handoff import to
 from ._layout import StridedLayout
+from ._registry import view
 from ._streams import resolve_consumer_stream
 from ._view import Buffer, StridedMemoryView
 from ._viewable import viewable
+from .plugins import plugin_status, register_plugin, unregister_plugin
 
-__all__ = ["Buffer", "StridedLayout", "StridedMemoryView", "resolve_consumer_stream",
-           "viewable"]
+__all__ = [
+    "Buffer",
+    "StridedLayout",
+    "StridedMemoryView",
+    "hookimpl",
+    "plugin_status",
+    "register_plugin",
+    "resolve_consumer_stream",
+    "to",
+    "unregister_plugin",
+    "view",
+    "viewable",
+]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # pluggy takes ~20 ms to import: only plugin modules (which need it anyway) pay for it.
+    if name == "hookimpl":
+        from .hookspecs import hookimpl
+
+        return hookimpl
+    raise AttributeError(f"module 'interop_core' has no attribute {name!r}")

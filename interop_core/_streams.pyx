@@ -3,7 +3,17 @@
 
 from libc.stdint cimport intptr_t
 
-__all__ = ["resolve_consumer_stream"]
+__all__ = ["resolve_consumer_stream", "set_stream_types"]
+
+# Exact stream type -> callable(stream) -> CUstream, as plugins registered them (installed by
+# interop_core.plugins; holds the types and callables alive).
+cdef dict _STREAM_TYPES = {}
+
+
+def set_stream_types(dict handles):
+    """Install ``{stream type: handle(stream) -> int}`` (called by :mod:`interop_core.plugins`)."""
+    _STREAM_TYPES.clear()
+    _STREAM_TYPES.update(handles)
 
 
 cdef int resolve_stream(object stream, intptr_t* handle) except -1:
@@ -18,6 +28,14 @@ cdef int resolve_stream(object stream, intptr_t* handle) except -1:
             raise ValueError(f"stream handle {stream} is out of range")
         handle[0] = <intptr_t> <Py_ssize_t> (stream if stream < 2 ** 63 else stream - 2 ** 64)
         return 1
+    getter = _STREAM_TYPES.get(type(stream))
+    if getter is not None:
+        value = getter(stream)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(
+                f"the stream handle of {type(stream).__name__} must be an int, got "
+                f"{type(value).__name__}")
+        return resolve_stream(value, handle)
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         pair = protocol() if callable(protocol) else protocol
@@ -30,8 +48,8 @@ cdef int resolve_stream(object stream, intptr_t* handle) except -1:
             raise ValueError(f"unsupported __cuda_stream__ protocol version {pair[0]}")
         return resolve_stream(pair[1], handle)
     raise TypeError(
-        f"stream must be None, -1, an int CUstream handle or an object with __cuda_stream__, "
-        f"got {type(stream).__name__}")
+        f"stream must be None, -1, an int CUstream handle, an object with __cuda_stream__ or a "
+        f"stream type a plugin registered, got {type(stream).__name__}")
 
 
 def resolve_consumer_stream(stream):

@@ -28,3 +28,19 @@ cdef class Buffer:
 
 # A new empty view (record initialised, no owner).  Readers fill view.rec directly.
 cdef StridedMemoryView view_new()
+
+
+# The generic exchange protocols, in the order from_any tries them.
+cdef enum Protocol:
+    PROTOCOL_NONE = 0
+    PROTOCOL_SELF = 1               # already a StridedMemoryView
+    PROTOCOL_DLPACK = 2             # C exchange API when the type has it, else __dlpack__
+    PROTOCOL_CAI = 3
+    PROTOCOL_ARRAY_INTERFACE = 4
+    PROTOCOL_BUFFER = 5
+
+# Which protocol `obj` offers (PROTOCOL_NONE when none); looks at the object, caches nothing.
+cdef int choose_protocol(object obj) except -1
+
+# A view of `obj` through `protocol` (not PROTOCOL_NONE).
+cdef object view_by_protocol(int protocol, object obj, object stream)

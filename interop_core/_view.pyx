@@ -354,29 +354,84 @@ cdef class StridedMemoryView:
         """
         cdef type t = type(obj)
         cdef object cached = _PROTOCOL_BY_TYPE.get(t)
-        cdef int kind
+        cdef int protocol
         if cached is None:
-            kind = _choose_protocol(obj)
-            _PROTOCOL_BY_TYPE[t] = kind
+            protocol = choose_protocol(obj)
+            if protocol != PROTOCOL_NONE:
+                _PROTOCOL_BY_TYPE[t] = protocol
         else:
-            kind = cached
-        if kind == _SELF:
-            _stream_checked(stream)
-            return obj
-        if kind == _DLPACK:
-            return _view_dlpack(obj, stream)
-        if kind == _CAI:
-            return _view_cai(obj, stream)
-        if kind == _ARRAY_INTERFACE:
-            _stream_checked(stream)
-            return _view_array_interface(obj)
-        if kind == _BUFFER:
-            _stream_checked(stream)
-            return _view_buffer_protocol(obj)
-        raise TypeError(
-            f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
-            "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
-            "__array_interface__ or the buffer protocol")
+            protocol = cached
+        if protocol == PROTOCOL_NONE:
+            raise TypeError(
+                f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
+                "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+                "__array_interface__ or the buffer protocol")
+        return view_by_protocol(protocol, obj, stream)
+
+    @classmethod
+    def from_pointer(cls, ptr, shape, strides=None, dtype="uint8", *, device=None,
+                     readonly=False, owner=None):
+        """A view of memory described piece by piece (the fast constructor for plugin readers).
+
+        Nothing is checked against an allocation: the caller vouches that every element the
+        shape and strides reach is valid memory owned by ``owner``.
+
+        Parameters
+        ----------
+        ptr : int
+            Address of element 0.
+        shape : tuple of int
+            Extent of each dimension (at most 64).
+        strides : tuple of int, optional
+            Step of each dimension in elements; ``None`` means C-contiguous.
+        dtype : optional
+            Element type: numpy dtype, name (``"float32"``, ``"bfloat16"``) or DLPack triple.
+        device : None, str or tuple, optional
+            As for :meth:`Buffer.from_handle`; ``None`` means host memory.
+        readonly : bool
+            Whether writes through the view are forbidden.
+        owner : object, optional
+            Kept alive as long as the view and everything derived from it.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef StridedMemoryView v = view_new()
+        cdef DLDataType dt
+        cdef int i, ndim
+        cdef int64_t stride = 1
+        if not isinstance(ptr, int) or isinstance(ptr, bool):
+            raise TypeError(f"ptr must be an int address, got {type(ptr).__name__}")
+        if ptr < 0 or ptr >= 2 ** 64:
+            raise ValueError(f"ptr {ptr:#x} is not a valid address")
+        shape = tuple(shape)
+        ndim = len(shape)
+        if strides is not None:
+            strides = tuple(strides)
+            if len(strides) != ndim:
+                raise ValueError(f"strides has {len(strides)} entries but shape has {ndim}")
+        extents_resize(&v.rec.ext, ndim)
+        for i in range(ndim - 1, -1, -1):
+            if shape[i] < 0:
+                raise ValueError(f"shape entries must be >= 0, got {shape}")
+            v.rec.ext.shape[i] = shape[i]
+            if strides is None:
+                v.rec.ext.strides[i] = stride
+                stride *= shape[i] if shape[i] > 0 else 1
+            else:
+                v.rec.ext.strides[i] = strides[i]
+        if extents_volume(&v.rec.ext) < 0:
+            raise ValueError(f"shape {shape} has more elements than fit in 64 bits")
+        dtype_from_object(dtype, &dt)
+        record_set_dtype(&v.rec, dt, True)
+        v.rec.ptr = ptr
+        if device is not None:
+            v.rec.device_type, v.rec.device_id = _parse_device(device)
+        v.rec.readonly = bool(readonly)
+        v.owner = owner
+        v._keepalive = owner
+        return v
 
     @staticmethod
     def from_buffer(Buffer buffer not None, StridedLayout layout not None, dtype=None):
@@ -659,31 +714,42 @@ cdef object _view_from_record(ViewRecord* rec, object keepalive, object owner):
 register_view_type(StridedMemoryView, _record_of, _view_from_record)
 
 
-# --- from_any protocol choice, cached per type ------------------------------------------------
-cdef enum:
-    _NONE = 0
-    _SELF = 1
-    _DLPACK = 2
-    _CAI = 3
-    _ARRAY_INTERFACE = 4
-    _BUFFER = 5
+# --- the generic protocols, shared with the registry ----------------------------------------
 
+# from_any's per-type choice (only types that offer a protocol are cached: an object may carry
+# an interface as an instance attribute that another instance of its type lacks).
 cdef dict _PROTOCOL_BY_TYPE = {}
 
 
-cdef int _choose_protocol(object obj) except -1:
+cdef int choose_protocol(object obj) except -1:
     cdef type t = type(obj)
     if t is StridedMemoryView:
-        return _SELF
-    if hasattr(t, "__dlpack__") or t.__name__ == "PyCapsule":
-        return _DLPACK
+        return PROTOCOL_SELF
+    if hasattr(t, "__dlpack__") or PyCapsule_CheckExact(obj):
+        return PROTOCOL_DLPACK
     # Instances may carry these as plain attributes, so ask the object, not the type.
     if hasattr(obj, "__cuda_array_interface__"):
-        return _CAI
+        return PROTOCOL_CAI
     if hasattr(obj, "__array_interface__"):
-        return _ARRAY_INTERFACE
+        return PROTOCOL_ARRAY_INTERFACE
     try:
         memoryview(obj).release()
-        return _BUFFER
+        return PROTOCOL_BUFFER
     except TypeError:
-        return _NONE
+        return PROTOCOL_NONE
+
+
+cdef object view_by_protocol(int protocol, object obj, object stream):
+    if protocol == PROTOCOL_DLPACK:
+        return _view_dlpack(obj, stream)
+    if protocol == PROTOCOL_SELF:
+        _stream_checked(stream)
+        return obj
+    if protocol == PROTOCOL_CAI:
+        return _view_cai(obj, stream)
+    _stream_checked(stream)
+    if protocol == PROTOCOL_ARRAY_INTERFACE:
+        return _view_array_interface(obj)
+    if protocol == PROTOCOL_BUFFER:
+        return _view_buffer_protocol(obj)
+    raise ValueError(f"unknown protocol {protocol}")

@@ -1,0 +1,37 @@
+"""``to()``: hand any tensor-like object to another framework without a copy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import plugins
+from ._registry import view
+
+__all__ = ["to"]
+
+
+def to(obj: Any, target: Any, stream: Any = None) -> Any:
+    """The ``target`` framework's object over the same memory as ``obj``.
+
+    Parameters
+    ----------
+    obj : object
+        A view or anything :func:`interop_core.view` accepts.
+    target : str or type
+        An exporter name a plugin registered (``"numpy"``, ``"torch"``, ...), or a type one of
+        them produces (``numpy.ndarray``, ``torch.Tensor``, ...).
+    stream : None, int or stream object, optional
+        The consumer stream; ``None`` or ``-1`` for no synchronisation.
+
+    Returns
+    -------
+    object
+        Shares memory with ``obj`` (same pointer) and keeps its owner alive.
+
+    Raises
+    ------
+    ValueError
+        If no plugin exports to ``target``.
+    """
+    exporter = plugins.exporter_for(target)
+    return exporter(view(obj, stream), stream)

@@ -1,0 +1,35 @@
+# The per-object hot path: exact type -> reader, in a C hash table, never through pluggy.
+
+from cpython.object cimport PyObject
+
+from ._record cimport ViewRecord
+
+# A core reader: fill `rec` from `obj`, return the keep-alive object.
+ctypedef object (*core_reader_t)(object obj, object stream, ViewRecord* rec)
+
+cdef enum ReaderKind:
+    READER_CORE = 1       # a compiled reader of the core, chosen by name
+    READER_PYTHON = 2     # a Python callable (obj, stream) -> StridedMemoryView
+    READER_CAPSULE = 3    # a C function behind a PyCapsule (include/interop_core.h)
+    READER_GENERIC = 4    # no plugin: the generic protocol chosen for this type
+    READER_SELF = 5       # StridedMemoryView itself
+
+
+cdef class ReaderEntry:
+    cdef readonly int kind
+    """int: 1 core reader, 2 Python callable, 3 C capsule, 4 generic protocol, 5 a view itself."""
+    cdef core_reader_t core           # READER_CORE
+    cdef void* c_reader               # READER_CAPSULE: interop_core_reader_v1
+    cdef readonly int protocol        # READER_GENERIC: a _view.Protocol value
+    """int: The generic protocol (kind 4): 2 DLPack, 3 CUDA Array Interface, 4 array interface, 5 buffer."""
+    cdef readonly object reader       # what was registered: a name, a callable or a capsule
+                                      # (the capsule is kept alive here, and with it c_reader)
+    """str, callable or PyCapsule: What the plugin registered as the reader."""
+    cdef readonly object plugin       # name of the plugin that registered it (None: built in)
+    """str or None: The plugin that registered it (None for the generic protocols)."""
+    cdef readonly bint subclasses     # whether subclasses may use it (through the MRO walk)
+    """bool: Whether subclasses of the type may use this reader."""
+    cdef readonly object producer_stream  # callable(obj) -> CUstream or None, or None
+    """callable or None: ``callable(obj) -> int or None``, the producer's current CUDA stream."""
+    cdef readonly object type_path    # "module:QualName" as declared, for messages
+    """str or None: The type as declared, ``"module:QualName"``."""

@@ -1,0 +1,483 @@
+# The per-object hot path of interop_core.view(): the exact type of the object is looked up in
+# a small open-addressing hash table in C, and the reader found there runs.  Plugins, pluggy and
+# entry points are never touched per object: interop_core.plugins computes which reader wins for
+# each type (when plugins register or unregister) and installs the result with set_entries().
+#
+# Concurrency: the table is only read and written while holding the GIL, and a lookup never
+# releases it, so a reader sees either the old table or the new one.  An entry in use is held by
+# a strong reference for the duration of its call, so a concurrent unregister cannot free it.
+
+from cpython.object cimport Py_TYPE, PyObject
+from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer
+from cpython.exc cimport PyErr_Occurred
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset, strcmp
+
+from ._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
+from ._dlpack_abi cimport DLDataType
+from ._dtypes cimport record_set_dtype
+from ._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
+from ._record cimport MAX_NDIM, ViewRecord, extents_resize
+from ._streams cimport resolve_stream
+from ._view cimport (
+    PROTOCOL_NONE,
+    PROTOCOL_SELF,
+    StridedMemoryView,
+    choose_protocol,
+    view_by_protocol,
+    view_new,
+)
+
+__all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
+           "set_miss_handler"]
+
+
+cdef extern from "interop_core.h":
+    ctypedef struct interop_core_tensor_info:
+        void* data
+        int32_t ndim
+        const int64_t* shape
+        const int64_t* strides
+        uint8_t dtype_code
+        uint8_t dtype_bits
+        uint16_t dtype_lanes
+        int32_t device_type
+        int32_t device_id
+        int32_t readonly
+        int32_t has_producer_stream
+        intptr_t producer_stream
+        PyObject* keepalive
+    ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
+                                          interop_core_tensor_info* out) noexcept
+    const char* INTEROP_CORE_READER_CAPSULE
+
+
+# --- the core's compiled readers, by name ------------------------------------------------------
+
+cdef object _core_dlpack(object obj, object stream, ViewRecord* rec):
+    if has_exchange_api(type(obj)):
+        return read_dlpack_exchange_api(obj, stream, rec)
+    return read_dlpack(obj, stream, rec)
+
+
+cdef object _core_exchange_api(object obj, object stream, ViewRecord* rec):
+    return read_dlpack_exchange_api(obj, stream, rec)
+
+
+cdef object _core_dunder_dlpack(object obj, object stream, ViewRecord* rec):
+    return read_dlpack(obj, stream, rec)
+
+
+cdef object _core_cai(object obj, object stream, ViewRecord* rec):
+    cdef intptr_t handle
+    resolve_stream(stream, &handle)
+    return read_cuda_array_interface(obj, stream, rec)
+
+
+cdef object _core_array_interface(object obj, object stream, ViewRecord* rec):
+    cdef intptr_t handle
+    resolve_stream(stream, &handle)
+    return read_array_interface(obj, rec)
+
+
+cdef object _core_buffer(object obj, object stream, ViewRecord* rec):
+    cdef intptr_t handle
+    resolve_stream(stream, &handle)
+    return read_buffer_protocol(obj, rec)
+
+
+cdef dict _CORE_READERS = {}    # name -> address of a core_reader_t
+
+
+cdef void _add_core_reader(str name, core_reader_t fn):
+    _CORE_READERS[name] = <uintptr_t> fn
+
+
+_add_core_reader("dlpack", _core_dlpack)
+_add_core_reader("dlpack_c_exchange_api", _core_exchange_api)
+_add_core_reader("dunder_dlpack", _core_dunder_dlpack)
+_add_core_reader("cuda_array_interface", _core_cai)
+_add_core_reader("array_interface", _core_array_interface)
+_add_core_reader("buffer_protocol", _core_buffer)
+
+
+def core_reader_names():
+    """The names of the core's compiled readers that a plugin may register by name.
+
+    Returns
+    -------
+    tuple of str
+        ``"dlpack"`` (the C exchange API when the type has one, else ``__dlpack__``),
+        ``"dlpack_c_exchange_api"``, ``"dunder_dlpack"``, ``"cuda_array_interface"``,
+        ``"array_interface"``, ``"buffer_protocol"``, and any a first-party plugin adds.
+    """
+    return tuple(_CORE_READERS)
+
+
+# --- entries -----------------------------------------------------------------------------------
+
+cdef class ReaderEntry:
+    """How objects of one type are read: what a plugin registered, resolved for the hot path.
+
+    Made by :func:`new_entry`; read-only.  ``kind`` is 1 (core reader), 2 (Python callable),
+    3 (C capsule), 4 (generic protocol, no plugin) or 5 (a StridedMemoryView itself).
+    """
+
+    def __init__(self):
+        raise TypeError("use interop_core._registry.new_entry(...)")
+
+    def __repr__(self):
+        names = {READER_CORE: "core", READER_PYTHON: "python", READER_CAPSULE: "capsule",
+                 READER_GENERIC: "generic", READER_SELF: "self"}
+        return (f"ReaderEntry({names.get(self.kind)}, reader={self.reader!r}, "
+                f"plugin={self.plugin!r}, subclasses={self.subclasses})")
+
+
+def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None):
+    """Validate what a plugin registered as a reader and make its table entry.
+
+    Parameters
+    ----------
+    reader : str, callable or PyCapsule
+        A core reader name (see :func:`core_reader_names`), a Python callable
+        ``(obj, stream) -> StridedMemoryView``, or a capsule named ``"interop_core.reader_v1"``
+        holding an ``interop_core_reader_v1`` function (``include/interop_core.h``).
+    plugin : str, optional
+        The registering plugin's name, for messages and introspection.
+    subclasses : bool
+        Whether subclasses of the type may be read by this reader too.
+    producer_stream : callable, optional
+        ``callable(obj) -> int or None``: the producer's current CUDA stream.
+    type_path : str, optional
+        The type as declared (``"module:QualName"``).
+
+    Returns
+    -------
+    ReaderEntry
+
+    Raises
+    ------
+    ValueError
+        For an unknown core reader name or a capsule of the wrong name.
+    TypeError
+        For anything that is neither a name, a callable nor a capsule.
+    """
+    cdef ReaderEntry e = ReaderEntry.__new__(ReaderEntry)
+    cdef const char* name
+    if isinstance(reader, str):
+        address = _CORE_READERS.get(reader)
+        if address is None:
+            raise ValueError(
+                f"unknown core reader {reader!r}; the core has {sorted(_CORE_READERS)}")
+        e.kind = READER_CORE
+        e.core = <core_reader_t> <uintptr_t> address
+    elif PyCapsule_CheckExact(reader):
+        name = PyCapsule_GetName(reader)
+        if name == NULL or strcmp(name, INTEROP_CORE_READER_CAPSULE) != 0:
+            shown = None if name == NULL else (<bytes> name).decode("utf-8", "replace")
+            raise ValueError(
+                f"a reader capsule must be named {INTEROP_CORE_READER_CAPSULE.decode()!r}, "
+                f"got {shown!r}")
+        e.c_reader = PyCapsule_GetPointer(reader, INTEROP_CORE_READER_CAPSULE)
+        if e.c_reader == NULL:
+            raise ValueError("the reader capsule holds a NULL function pointer")
+        e.kind = READER_CAPSULE
+    elif callable(reader):
+        e.kind = READER_PYTHON
+    else:
+        raise TypeError(
+            f"reader must be a core reader name, a callable or a PyCapsule, got "
+            f"{type(reader).__name__}")
+    if producer_stream is not None and not callable(producer_stream):
+        raise TypeError(
+            f"producer_stream must be a callable(obj) -> int or None, got "
+            f"{type(producer_stream).__name__}")
+    e.reader = reader
+    e.plugin = plugin
+    e.subclasses = bool(subclasses)
+    e.producer_stream = producer_stream
+    e.type_path = type_path
+    return e
+
+
+cdef ReaderEntry _generic_entry(int protocol):
+    cdef ReaderEntry e = ReaderEntry.__new__(ReaderEntry)
+    e.kind = READER_SELF if protocol == PROTOCOL_SELF else READER_GENERIC
+    e.protocol = protocol
+    e.reader = _PROTOCOL_NAMES.get(protocol)
+    return e
+
+
+_PROTOCOL_NAMES = {2: "dlpack", 3: "cuda_array_interface", 4: "array_interface",
+                   5: "buffer_protocol", 1: "self"}
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+ctypedef struct Slot:
+    PyObject* type      # borrowed: _ENTRIES holds the reference
+    PyObject* entry     # borrowed: _ENTRIES holds the reference
+
+cdef Slot* _slots = NULL
+cdef size_t _mask = 0
+cdef size_t _used = 0
+# Every type in the table -> its ReaderEntry.  This dict owns the references the C table
+# borrows, and keeps registered types alive (a type object freed and its address reused by
+# another type must never find a stale entry).
+cdef dict _ENTRIES = {}
+# Plugin-registered entries (set_entries); _ENTRIES is these plus built-ins plus cached decisions.
+cdef dict _REGISTERED = {}
+
+
+cdef inline size_t _slot_of(PyObject* t) noexcept nogil:
+    # Type objects are 16-byte aligned; mixing the higher bits spreads neighbouring heap types.
+    cdef uintptr_t x = <uintptr_t> t >> 4
+    return <size_t> (x ^ (x >> 9))
+
+
+cdef inline PyObject* _lookup(PyObject* t) noexcept nogil:
+    cdef size_t i
+    if _slots == NULL:
+        return NULL
+    i = _slot_of(t) & _mask
+    while True:
+        if _slots[i].type == t:
+            return _slots[i].entry
+        if _slots[i].type == NULL:
+            return NULL
+        i = (i + 1) & _mask
+
+
+cdef int _place(Slot* slots, size_t mask, PyObject* t, PyObject* entry) noexcept nogil:
+    cdef size_t i = _slot_of(t) & mask
+    while slots[i].type != NULL and slots[i].type != t:
+        i = (i + 1) & mask
+    slots[i].type = t
+    slots[i].entry = entry
+    return 0
+
+
+cdef int _rebuild() except -1:
+    """Make a new C table from _ENTRIES and swap it in (the old one is freed at once: no other
+    thread can be inside a lookup, which holds the GIL throughout)."""
+    global _slots, _mask, _used
+    cdef size_t capacity = 16
+    cdef Slot* fresh
+    cdef Slot* old
+    while capacity < 2 * (len(_ENTRIES) + 1):
+        capacity *= 2
+    fresh = <Slot*> calloc(capacity, sizeof(Slot))
+    if fresh == NULL:
+        raise MemoryError()
+    for t, entry in _ENTRIES.items():
+        _place(fresh, capacity - 1, <PyObject*> t, <PyObject*> entry)
+    old = _slots
+    _slots = fresh
+    _mask = capacity - 1
+    _used = len(_ENTRIES)
+    free(old)
+    return 0
+
+
+cdef int _cache(type t, ReaderEntry entry) except -1:
+    """Remember the decision for `t` (a dispatch miss) without rebuilding when there is room."""
+    global _used
+    _ENTRIES[t] = entry
+    if _slots != NULL and 2 * (_used + 1) <= _mask + 1:
+        _place(_slots, _mask, <PyObject*> t, <PyObject*> entry)
+        _used += 1
+        return 0
+    return _rebuild()
+
+
+cdef void _reset_entries():
+    _ENTRIES.clear()
+    _ENTRIES[StridedMemoryView] = _generic_entry(PROTOCOL_SELF)
+    _ENTRIES.update(_REGISTERED)
+
+
+def set_entries(dict entries):
+    """Replace every plugin-registered entry (``{type: ReaderEntry}``) and forget cached decisions.
+
+    Called by :mod:`interop_core.plugins` whenever what plugins registered changes; the types
+    are kept alive by the table.
+    """
+    for t, entry in entries.items():
+        if not isinstance(t, type):
+            raise TypeError(f"table keys must be types, got {t!r}")
+        if not isinstance(entry, ReaderEntry):
+            raise TypeError(f"table values must be ReaderEntry, got {type(entry).__name__}")
+    _REGISTERED.clear()
+    _REGISTERED.update(entries)
+    _reset_entries()
+    _rebuild()
+
+
+def entry_for(type t):
+    """The entry the table holds for exactly ``t`` (registered or cached), or ``None``."""
+    cdef PyObject* e = _lookup(<PyObject*> t)
+    return None if e == NULL else <object> e
+
+
+# Called on a dispatch miss with the type; returns True when it registered something new (the
+# plugin machinery: entry-point discovery and lazy resolution of declared types).
+cdef object _miss_handler = None
+
+
+def set_miss_handler(handler):
+    """Install ``handler(type) -> bool``, called when a type is not in the table."""
+    global _miss_handler
+    _miss_handler = handler
+
+
+# --- dispatch ----------------------------------------------------------------------------------
+
+cdef object _read(ReaderEntry entry, object obj, object stream):
+    cdef StridedMemoryView v
+    cdef int kind = entry.kind
+    if kind == READER_CORE:
+        v = view_new()
+        v._keepalive = entry.core(obj, stream, &v.rec)
+        v.owner = obj
+        return v
+    if kind == READER_GENERIC or kind == READER_SELF:
+        return view_by_protocol(entry.protocol, obj, stream)
+    if kind == READER_PYTHON:
+        result = entry.reader(obj, stream)
+        if type(result) is not StridedMemoryView:
+            raise TypeError(
+                f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
+                f"{type(obj).__qualname__} returned {type(result).__name__}, not a "
+                "StridedMemoryView")
+        return result
+    return _read_capsule(entry, obj, stream)
+
+
+cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
+    cdef interop_core_tensor_info info
+    cdef StridedMemoryView v
+    cdef DLDataType dt
+    cdef int i
+    cdef int64_t step = 1
+    memset(&info, 0, sizeof(info))
+    cdef int status = (<interop_core_reader_v1> entry.c_reader)(
+        <PyObject*> obj, <PyObject*> stream, &info)
+    # Take ownership of the keep-alive first, so every error path below releases it.
+    keepalive = obj
+    if info.keepalive != NULL:
+        keepalive = <object> info.keepalive
+        Py_DECREF_steal(info.keepalive)
+    if status != 0:
+        _propagate_reader_error(entry)
+    if info.ndim < 0 or info.ndim > MAX_NDIM:
+        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
+    if info.ndim > 0 and info.shape == NULL:
+        raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
+    v = view_new()
+    extents_resize(&v.rec.ext, info.ndim)
+    for i in range(info.ndim - 1, -1, -1):
+        if info.shape[i] < 0:
+            raise BufferError(
+                f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
+        v.rec.ext.shape[i] = info.shape[i]
+        if info.strides != NULL:
+            v.rec.ext.strides[i] = info.strides[i]
+        else:
+            v.rec.ext.strides[i] = step
+            step *= info.shape[i] if info.shape[i] > 0 else 1
+    dt.code = info.dtype_code
+    dt.bits = info.dtype_bits
+    dt.lanes = info.dtype_lanes
+    record_set_dtype(&v.rec, dt, True)
+    v.rec.ptr = <uintptr_t> info.data
+    v.rec.device_type = info.device_type
+    v.rec.device_id = info.device_id
+    v.rec.readonly = info.readonly != 0
+    v.rec.has_producer_stream = info.has_producer_stream != 0
+    v.rec.producer_stream = info.producer_stream
+    v._keepalive = keepalive
+    v.owner = obj
+    return v
+
+
+cdef int _propagate_reader_error(ReaderEntry entry) except -1:
+    # Returning -1 from an `except -1` function hands on the exception the C reader set.
+    if PyErr_Occurred() == NULL:
+        raise BufferError(
+            f"the C reader of plugin {entry.plugin!r} failed without setting an exception")
+    return -1
+
+
+cdef extern from *:
+    """
+    static inline void Py_DECREF_steal(PyObject *o) { Py_DECREF(o); }
+    """
+    void Py_DECREF_steal(PyObject* o)
+
+
+cdef object _view_miss(object obj, object stream):
+    cdef type t = type(obj)
+    cdef PyObject* found
+    cdef ReaderEntry entry
+    # (a) plugins: load entry points once, resolve the declarations of t's package, retry.
+    if _miss_handler is None:
+        from interop_core import plugins  # noqa: F401  (installs the handler on import)
+    if _miss_handler is not None and _miss_handler(t):
+        found = _lookup(<PyObject*> t)
+        if found != NULL:
+            return _read(<ReaderEntry> found, obj, stream)
+    # (b) a registered base class whose plugin accepts subclasses.
+    for base in t.__mro__[1:]:
+        found = _lookup(<PyObject*> base)
+        if found != NULL:
+            entry = <ReaderEntry> found
+            if entry.subclasses and entry.kind != READER_GENERIC and entry.kind != READER_SELF:
+                _cache(t, entry)
+                return _read(entry, obj, stream)
+    # (c) the generic protocols, decided once per type.
+    cdef int protocol = choose_protocol(obj)
+    if protocol == PROTOCOL_NONE:
+        raise TypeError(
+            f"cannot view an object of type {t.__module__}.{t.__qualname__}: no plugin "
+            f"registers it or a base class of it, and it has none of "
+            "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+            "__array_interface__ or the buffer protocol")
+    entry = _generic_entry(protocol)
+    _cache(t, entry)
+    return view_by_protocol(protocol, obj, stream)
+
+
+def view(obj, stream=None):
+    """View any tensor-like object as a :class:`StridedMemoryView`, zero-copy.
+
+    The object's exact type selects the reader a plugin registered for it (a table lookup in
+    C); types no plugin knows are read through the generic protocols (DLPack C exchange API,
+    ``__dlpack__``, CUDA Array Interface, array interface, buffer protocol), a choice made once
+    per type.  Subclasses use a base class's reader only when its plugin allows it.
+
+    Parameters
+    ----------
+    obj : object
+        A tensor, array, view, or anything exporting one of the protocols above.
+    stream : None, int or stream object, optional
+        The consumer stream.  ``None`` or ``-1``: no synchronisation (metadata only).
+
+    Returns
+    -------
+    StridedMemoryView
+        ``obj`` itself when it already is one.
+
+    Raises
+    ------
+    TypeError
+        If nothing can read ``obj``; the message names its type and what was tried.
+    """
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found != NULL:
+        return _read(<ReaderEntry> found, obj, stream)
+    return _view_miss(obj, stream)
+
+
+_reset_entries()
+_rebuild()

@@ -1,0 +1,497 @@
+"""Plugins: discovery through entry points, registration, and which reader wins for each type.
+
+A plugin is a module (or any object) implementing the ``interop_core_register`` hook (see
+:mod:`interop_core.hookspecs`).  Installed plugins are found through the entry-point group
+``interop_core.plugins`` the first time :func:`interop_core.view` meets a type it does not know;
+code that cannot ship an entry point calls :func:`register_plugin`.
+
+What plugins declare is kept here as an ordered list of declarations.  Whenever it changes, the
+winners (the latest declaration for each type, stream type and exporter) are computed and
+installed into the compiled dispatch table, so ``view()`` itself never consults this module or
+pluggy.  Types are declared by name (``"module:QualName"``) and resolved through ``sys.modules``
+only once their module has been imported by someone else: loading a plugin imports no framework.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import warnings
+from collections import namedtuple
+from collections.abc import Callable
+
+from . import _registry, _streams
+
+# (No dataclasses or typing here: importing them would double the cost of `import interop_core`.)
+Any = object
+
+__all__ = [
+    "DISABLE_AUTOLOAD_ENV",
+    "ENTRY_POINT_GROUP",
+    "PluginInfo",
+    "PluginLoadWarning",
+    "PluginRegistrar",
+    "discover",
+    "exporter_for",
+    "plugin_manager",
+    "plugin_status",
+    "reader_for",
+    "register_plugin",
+    "unregister_plugin",
+]
+
+ENTRY_POINT_GROUP = "interop_core.plugins"
+DISABLE_AUTOLOAD_ENV = "INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD"
+
+
+class PluginLoadWarning(UserWarning):
+    """A plugin could not be loaded (import error or a failing hook) and was skipped."""
+
+
+class PluginInfo(namedtuple("PluginInfo", "name distribution version claims exporters status reason")):
+    """What is known about one plugin (a named tuple).
+
+    Attributes
+    ----------
+    name : str
+        The entry-point name, or the name given to :func:`register_plugin`.
+    distribution : str or None
+        The installed distribution that provides it (None when registered by hand).
+    version : str or None
+        That distribution's version.
+    claims : tuple of str
+        Every type it declared, as ``"module:QualName"``.
+    exporters : tuple of str
+        Every exporter target it declared.
+    status : str
+        ``"loaded"``, ``"framework not installed"`` (loaded, but none of the packages its types
+        live in can be imported here) or ``"failed"``.
+    reason : str or None
+        Why it failed, or which framework is missing.
+    """
+
+    __slots__ = ()
+
+
+class _Declaration:
+    __slots__ = ("sequence", "plugin", "kind", "target", "value", "types")
+
+    def __init__(self, sequence, plugin, kind, target, value, types=()):
+        self.sequence = sequence  # registration order: a later declaration overrides an earlier
+        self.plugin = plugin      # name of the plugin that made it
+        self.kind = kind          # "type", "stream" or "exporter"
+        self.target = target      # a type, a "module:QualName" string, or an exporter name
+        self.value = value        # ReaderEntry, stream-handle callable, or exporter callable
+        self.types = types        # for exporters: the types the target framework produces
+
+
+class _Plugin:
+    __slots__ = ("name", "obj", "distribution", "version", "status", "reason", "declarations")
+
+    def __init__(self, name, obj, distribution, version, status="loaded", reason=None):
+        self.name = name
+        self.obj = obj            # the registered module/object (the pluggy manager holds it too)
+        self.distribution = distribution
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.declarations = []    # this plugin's _Declarations, in the order it made them
+
+
+# All state below is guarded by _lock.  view() reads only the compiled table, never these.
+_lock = threading.RLock()
+_manager = None                # pluggy.PluginManager, created on first need (pluggy is slow to import)
+_plugins: dict[str, _Plugin] = {}
+_declarations: list[_Declaration] = []
+_sequence = itertools.count()
+_registering: str | None = None  # the plugin whose hook is running (declarations belong to it)
+_discovered = False
+_pending_packages: set[str] = set()   # top-level packages with declared types not yet resolved
+_exporters: dict[str, Callable] = {}  # target name -> winning exporter
+_exporter_names_by_type: dict[type, str] = {}
+_exporter_declarations: dict[str, _Declaration] = {}
+
+
+def _split_path(path: str) -> tuple[str, str]:
+    module, sep, qualname = path.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"a type must be named 'module:QualName' (e.g. 'torch:Tensor'), got {path!r}")
+    return module, qualname
+
+
+def _type_path(target: Any) -> str:
+    if isinstance(target, type):
+        return f"{target.__module__}:{target.__qualname__}"
+    return target
+
+
+def _resolve(target: Any) -> type | None:
+    """The type a declaration names, if its module is already imported; never imports."""
+    if isinstance(target, type):
+        return target
+    module_name, qualname = _split_path(target)
+    obj = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+def _validate_target(target: Any, what: str) -> None:
+    if isinstance(target, type):
+        return
+    if not isinstance(target, str):
+        raise TypeError(f"{what} must be a type or a 'module:QualName' string, got {type(target).__name__}")
+    _split_path(target)
+
+
+class PluginRegistrar:
+    """Records one plugin's declarations; passed to its ``interop_core_register`` hook.
+
+    Every method may be called any number of times; nothing is imported, and types named by
+    string are resolved only once their module has been imported elsewhere.
+    """
+
+    def _record(self, kind: str, target: Any, value: Any, types: tuple = ()) -> None:
+        if _registering is None:
+            raise RuntimeError(
+                "PluginRegistrar methods may only be called from an interop_core_register hook "
+                "while interop-core registers that plugin (use interop_core.register_plugin)")
+        declaration = _Declaration(next(_sequence), _registering, kind, target, value, types)
+        _plugins[_registering].declarations.append(declaration)
+
+    def add_type(self, type_: type | str, reader: str | Callable | Any, *, subclasses: bool = False,
+                 producer_stream: Callable[[Any], int | None] | None = None) -> None:
+        """Read objects of exactly ``type_`` with ``reader``.
+
+        Parameters
+        ----------
+        type_ : type or str
+            The type, or its ``"module:QualName"`` (preferred: no import needed).
+        reader : str, callable or PyCapsule
+            A core reader name (``"dlpack"``, ``"dlpack_c_exchange_api"``, ``"dunder_dlpack"``,
+            ``"cuda_array_interface"``, ``"array_interface"``, ``"buffer_protocol"``), a Python
+            callable ``(obj, stream) -> StridedMemoryView``, or a PyCapsule named
+            ``"interop_core.reader_v1"`` holding a C reader (``interop_core/include/interop_core.h``).
+        subclasses : bool
+            Let subclasses of ``type_`` use this reader too.  Off by default: a subclass may
+            change what the memory means (torch's FakeTensor, say).
+        producer_stream : callable, optional
+            ``callable(obj) -> int or None``: the producer's current CUDA stream, for ordering.
+        """
+        _validate_target(type_, "type_")
+        entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
+                                    producer_stream=producer_stream, type_path=_type_path(type_))
+        self._record("type", type_, entry)
+
+    def add_stream_type(self, type_: type | str, handle: Callable[[Any], int]) -> None:
+        """Accept objects of exactly ``type_`` as ``stream=`` arguments.
+
+        Parameters
+        ----------
+        type_ : type or str
+            The stream class, or its ``"module:QualName"``.
+        handle : callable
+            ``handle(stream_object) -> int``: the ``CUstream`` it stands for.
+        """
+        _validate_target(type_, "type_")
+        if not callable(handle):
+            raise TypeError(f"handle must be callable, got {type(handle).__name__}")
+        self._record("stream", type_, handle)
+
+    def add_exporter(self, target: str, exporter: Callable, *, types: tuple = ()) -> None:
+        """Hand views on to a framework: ``interop_core.to(obj, target)``.
+
+        Parameters
+        ----------
+        target : str
+            The name users pass to ``to()`` (``"torch"``, ``"bytetensor"``, ...).
+        exporter : callable
+            ``exporter(view, stream) -> object``: the framework's object over the same memory,
+            keeping ``view`` (and so its owner) alive.
+        types : tuple of (type or str)
+            The framework types this target produces, so ``to(obj, SomeType)`` finds it.
+        """
+        if not isinstance(target, str) or not target:
+            raise TypeError(f"exporter target must be a non-empty str, got {target!r}")
+        if not callable(exporter):
+            raise TypeError(f"exporter must be callable, got {type(exporter).__name__}")
+        for t in types:
+            _validate_target(t, "exporter types")
+        self._record("exporter", target, exporter, tuple(types))
+
+
+_registrar = PluginRegistrar()
+
+
+def plugin_manager():
+    """The pluggy ``PluginManager("interop_core")`` (created, and pluggy imported, on first use).
+
+    Returns
+    -------
+    pluggy.PluginManager
+    """
+    global _manager
+    with _lock:
+        if _manager is None:
+            import pluggy
+
+            from . import hookspecs
+
+            manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+            manager.add_hookspecs(hookspecs.InteropCoreHookSpecs)
+            manager.hook.interop_core_register.call_historic(kwargs={"registry": _registrar})
+            _manager = manager
+        return _manager
+
+
+def _warn(name: str, message: str) -> None:
+    warnings.warn(f"interop-core plugin {name!r} was skipped: {message}", PluginLoadWarning,
+                  stacklevel=3)
+
+
+def _register(obj: Any, name: str, distribution: str | None, version: str | None) -> _Plugin:
+    """Register with pluggy (which runs the historic hook at once) and recompute the winners."""
+    global _registering
+    manager = plugin_manager()
+    plugin = _Plugin(name, obj, distribution, version)
+    _plugins[name] = plugin
+    _registering = name
+    try:
+        manager.register(obj, name=name)
+    except Exception as exc:
+        plugin.declarations.clear()
+        if manager.get_plugin(name) is not None:
+            manager.unregister(name=name)
+        plugin.status, plugin.reason = "failed", f"{type(exc).__name__}: {exc}"
+        plugin.obj = None
+    finally:
+        _registering = None
+    _recompute()
+    return plugin
+
+
+def register_plugin(plugin: Any, name: str | None = None) -> str:
+    """Register a plugin by hand (for code that cannot ship an entry point).
+
+    Its ``interop_core_register`` hook runs now; what it declares overrides earlier
+    declarations for the same types, stream types and exporters.
+
+    Parameters
+    ----------
+    plugin : module or object
+        Implements ``interop_core_register`` (marked with ``interop_core.hookimpl``).
+    name : str, optional
+        Defaults to the module's ``__name__`` or the object's class name.
+
+    Returns
+    -------
+    str
+        The name it was registered under.
+
+    Raises
+    ------
+    ValueError
+        If a plugin of that name is already registered.
+    Exception
+        Whatever the plugin's hook raised (the plugin is then not registered).
+    """
+    if name is None:
+        name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    with _lock:
+        if name in _plugins and _plugins[name].status != "failed":
+            raise ValueError(f"a plugin named {name!r} is already registered; unregister it first")
+        record = _register(plugin, name, None, None)
+        if record.status == "failed":
+            del _plugins[name]
+            raise RuntimeError(f"plugin {name!r} could not be registered: {record.reason}")
+    return name
+
+
+def unregister_plugin(plugin_or_name: Any) -> None:
+    """Remove a plugin and everything it declared (earlier declarations become visible again).
+
+    Parameters
+    ----------
+    plugin_or_name : str or object
+        The plugin's name or the registered object.
+
+    Raises
+    ------
+    KeyError
+        If no such plugin is registered.
+    """
+    with _lock:
+        if isinstance(plugin_or_name, str):
+            name = plugin_or_name
+        else:
+            name = next((n for n, p in _plugins.items() if p.obj is plugin_or_name), None)
+        if name is None or name not in _plugins:
+            raise KeyError(f"no interop-core plugin {plugin_or_name!r} is registered")
+        plugin = _plugins.pop(name)
+        if plugin.obj is not None and _manager is not None and _manager.get_plugin(name) is not None:
+            _manager.unregister(name=name)
+        _recompute()
+
+
+def _autoload_disabled() -> bool:
+    return os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def discover() -> None:
+    """Load every plugin of the entry-point group ``interop_core.plugins`` (once per process).
+
+    Does nothing when ``INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD`` is set (to anything but
+    ``0``/``false``/``no``).  A plugin that fails to import or whose hook raises is skipped with
+    one :class:`PluginLoadWarning`; the others still load.
+    """
+    global _discovered
+    with _lock:
+        if _discovered:
+            return
+        _discovered = True
+        if _autoload_disabled():
+            return
+        from importlib.metadata import entry_points
+
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in _plugins:
+                continue  # registered by hand already: that registration stands
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                _plugins[ep.name] = _Plugin(ep.name, None, dist_name, version, "failed",
+                                            f"import failed: {type(exc).__name__}: {exc}")
+                _warn(ep.name, _plugins[ep.name].reason)
+                continue
+            record = _register(obj, ep.name, dist_name, version)
+            if record.status == "failed":
+                _warn(ep.name, f"its hook failed: {record.reason}")
+
+
+def _recompute() -> None:
+    """Compute the winning declarations and install them (called with _lock held)."""
+    declarations = sorted((d for p in _plugins.values() if p.status == "loaded"
+                           for d in p.declarations), key=lambda d: d.sequence)
+    readers: dict[type, Any] = {}
+    stream_handles: dict[type, Callable] = {}
+    exporters: dict[str, _Declaration] = {}
+    pending: set[str] = set()
+    for d in declarations:
+        if d.kind == "exporter":
+            exporters[d.target] = d
+            continue
+        resolved = _resolve(d.target)
+        if resolved is None:
+            pending.add(_split_path(d.target)[0].split(".")[0])
+        elif d.kind == "type":
+            readers[resolved] = d.value
+        else:
+            stream_handles[resolved] = d.value
+    _pending_packages.clear()
+    _pending_packages.update(pending)
+    _exporter_declarations.clear()
+    _exporter_declarations.update(exporters)
+    _exporters.clear()
+    _exporters.update({name: d.value for name, d in exporters.items()})
+    _exporter_names_by_type.clear()
+    for name, d in exporters.items():
+        for t in d.types:
+            resolved = _resolve(t)
+            if resolved is not None:
+                _exporter_names_by_type[resolved] = name
+    _registry.set_entries(readers)
+    _streams.set_stream_types(stream_handles)
+
+
+def _on_miss(t: type) -> bool:
+    """Called by view() for a type the table lacks: discover plugins, resolve what is pending."""
+    with _lock:
+        first = not _discovered
+        if first:
+            discover()
+        package = t.__module__.split(".")[0] if isinstance(t.__module__, str) else ""
+        if package in _pending_packages:
+            _recompute()
+            return True
+        return first
+
+
+def reader_for(t: type) -> Any:
+    """The reader ``view()`` uses for objects of exactly type ``t`` (after discovery).
+
+    Parameters
+    ----------
+    t : type
+
+    Returns
+    -------
+    ReaderEntry or None
+        Its ``plugin`` attribute names the plugin that registered it (``None`` for the
+        generic protocols); ``None`` when the type has not been seen and no plugin claims it.
+    """
+    _on_miss(t)
+    return _registry.entry_for(t)
+
+
+def exporter_for(target: Any) -> Callable:
+    """The exporter ``to()`` uses for ``target`` (a name, or a type some exporter produces).
+
+    Raises
+    ------
+    ValueError
+        If no plugin exports to that target; the message lists the targets there are.
+    """
+    discover()
+    with _lock:
+        if isinstance(target, type):
+            if target not in _exporter_names_by_type and _pending_packages:
+                _recompute()
+            name = _exporter_names_by_type.get(target)
+            if name is None:
+                raise ValueError(
+                    f"no plugin exports to {target.__module__}.{target.__qualname__}; known "
+                    f"targets: {sorted(_exporters)}")
+            target = name
+        if not isinstance(target, str):
+            raise TypeError(f"target must be a name or a type, got {type(target).__name__}")
+        exporter = _exporters.get(target)
+        if exporter is None:
+            raise ValueError(f"no plugin exports to {target!r}; known targets: {sorted(_exporters)}")
+        return exporter
+
+
+def plugin_status() -> list[PluginInfo]:
+    """Every plugin interop-core knows of (after discovery), in name order.
+
+    Returns
+    -------
+    list of PluginInfo
+    """
+    import importlib.util
+
+    discover()
+    with _lock:
+        infos = []
+        for name in sorted(_plugins):
+            p = _plugins[name]
+            claims = tuple(_type_path(d.target) for d in p.declarations if d.kind == "type")
+            exporters = tuple(d.target for d in p.declarations if d.kind == "exporter")
+            status, reason = p.status, p.reason
+            packages = sorted({c.split(":")[0].split(".")[0] for c in claims})
+            if status == "loaded" and packages:
+                missing = [pkg for pkg in packages if importlib.util.find_spec(pkg) is None]
+                if len(missing) == len(packages):
+                    status, reason = "framework not installed", f"{', '.join(missing)} not installed"
+            infos.append(PluginInfo(name, p.distribution, p.version, claims, exporters, status,
+                                    reason))
+        return infos
+
+
+_registry.set_miss_handler(_on_miss)

@@ -1,0 +1,348 @@
+"""interop_core.view(), plugin registration, override order, subclasses, C readers, threads."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import interop_core
+from interop_core import StridedMemoryView, plugins, view
+
+
+class Tensorish:
+    """A framework type of our own: memory in a numpy array, no exchange protocol at all."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+def read_tensorish(obj, stream):
+    a = obj.array
+    return StridedMemoryView.from_pointer(
+        a.ctypes.data, a.shape, tuple(s // a.itemsize for s in a.strides), a.dtype,
+        readonly=not a.flags.writeable, owner=obj)
+
+
+def make_plugin(declare):
+    """A plugin object whose hook runs `declare(registry)`."""
+
+    class Plugin:
+        @interop_core.hookimpl
+        def interop_core_register(self, registry):
+            declare(registry)
+
+    return Plugin()
+
+
+@pytest.fixture
+def registered():
+    """Register plugins by hand for one test; every one is unregistered afterwards."""
+    names = []
+
+    def register(declare, name):
+        names.append(interop_core.register_plugin(make_plugin(declare), name=name))
+        return names[-1]
+
+    yield register
+    for name in reversed(names):
+        if any(info.name == name for info in interop_core.plugin_status()):
+            interop_core.unregister_plugin(name)
+
+
+# --- the generic path -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(6.0).reshape(2, 3),
+    lambda: bytearray(b"abc"),
+    lambda: memoryview(b"xyz"),
+], ids=["numpy", "bytearray", "memoryview"])
+def test_view_reads_objects_no_plugin_knows_through_the_generic_protocols(make):
+    obj = make()
+    v = view(obj)
+    assert isinstance(v, StridedMemoryView) and v.owner is obj
+    assert view(make()).shape == v.shape  # second call: the cached decision
+
+
+def test_view_of_a_view_is_the_view_itself():
+    v = view(np.zeros(3))
+    assert view(v) is v
+
+
+def test_view_names_the_type_when_nothing_can_read_it():
+    class Opaque:
+        pass
+
+    with pytest.raises(TypeError, match=r"Opaque: no plugin registers it.*buffer protocol"):
+        view(Opaque())
+
+
+def test_view_validates_the_stream_argument():
+    with pytest.raises(TypeError, match="stream"):
+        view(np.zeros(2), stream=object())
+
+
+# --- registration -------------------------------------------------------------------------------
+
+
+def test_a_registered_python_reader_is_used_for_its_exact_type(registered):
+    calls = []
+
+    def reader(obj, stream):
+        calls.append(stream)
+        return read_tensorish(obj, stream)
+
+    registered(lambda r: r.add_type(Tensorish, reader), "tensorish")
+    obj = Tensorish(np.arange(4, dtype=np.int32))
+    v = view(obj, stream=-1)
+    assert v.ptr == obj.array.ctypes.data and v.shape == (4,) and v.owner is obj
+    assert calls == [-1]
+    assert plugins.reader_for(Tensorish).plugin == "tensorish"
+
+
+def test_types_declared_by_name_resolve_once_their_module_is_imported(registered):
+    registered(lambda r: r.add_type("ic_fake_framework.core:Thing", read_tensorish), "fake")
+    module = types.ModuleType("ic_fake_framework.core")
+
+    class Thing(Tensorish):
+        pass
+
+    Thing.__module__ = "ic_fake_framework.core"
+    module.Thing = Thing
+    sys.modules["ic_fake_framework.core"] = module
+    try:
+        v = view(Thing(np.ones((2, 2))))
+        assert v.shape == (2, 2)
+        assert plugins.reader_for(Thing).plugin == "fake"
+    finally:
+        del sys.modules["ic_fake_framework.core"]
+
+
+def test_a_later_registration_overrides_and_unregistering_restores(registered):
+    def reader_returning(tag):
+        def reader(obj, stream):
+            v = read_tensorish(obj, stream)
+            seen.append(tag)
+            return v
+        return reader
+
+    seen: list[str] = []
+    registered(lambda r: r.add_type(Tensorish, reader_returning("first")), "first")
+    registered(lambda r: r.add_type(Tensorish, reader_returning("second")), "second")
+    view(Tensorish(np.zeros(1)))
+    interop_core.unregister_plugin("second")
+    view(Tensorish(np.zeros(1)))
+    assert seen == ["second", "first"]
+
+
+def test_a_core_reader_can_be_registered_by_name(registered):
+    class WithInterface:
+        def __init__(self):
+            self.array = np.arange(3.0)
+            self.__array_interface__ = self.array.__array_interface__
+
+    registered(lambda r: r.add_type(WithInterface, "array_interface"), "by-name")
+    obj = WithInterface()
+    assert view(obj).ptr == obj.array.ctypes.data
+    assert plugins.reader_for(WithInterface).reader == "array_interface"
+
+
+@pytest.mark.parametrize(("reader", "error", "match"), [
+    ("no_such_reader", ValueError, "unknown core reader"),
+    (42, TypeError, "reader must be"),
+])
+def test_bad_readers_are_rejected_at_registration(reader, error, match):
+    with pytest.raises(RuntimeError, match=match):
+        interop_core.register_plugin(make_plugin(lambda r: r.add_type(Tensorish, reader)), "bad")
+    assert all(info.name != "bad" for info in interop_core.plugin_status())
+
+
+def test_a_bad_type_name_is_rejected():
+    with pytest.raises(RuntimeError, match="module:QualName"):
+        interop_core.register_plugin(make_plugin(lambda r: r.add_type("torch.Tensor", "dlpack")),
+                                     "bad-name")
+
+
+def test_a_python_reader_must_return_a_view(registered):
+    registered(lambda r: r.add_type(Tensorish, lambda obj, stream: obj.array), "wrong")
+    with pytest.raises(TypeError, match="returned ndarray, not a StridedMemoryView"):
+        view(Tensorish(np.zeros(1)))
+
+
+def test_registering_the_same_name_twice_is_an_error(registered):
+    registered(lambda r: None, "twice")
+    with pytest.raises(ValueError, match="already registered"):
+        interop_core.register_plugin(make_plugin(lambda r: None), name="twice")
+
+
+def test_unregistering_an_unknown_plugin_is_a_key_error():
+    with pytest.raises(KeyError, match="no interop-core plugin"):
+        interop_core.unregister_plugin("never-registered")
+
+
+def test_registrar_methods_outside_a_hook_are_refused():
+    with pytest.raises(RuntimeError, match="only be called from an interop_core_register hook"):
+        plugins.PluginRegistrar().add_type(Tensorish, "dlpack")
+
+
+# --- subclasses ---------------------------------------------------------------------------------
+
+
+class SubTensorish(Tensorish):
+    pass
+
+
+def test_subclasses_do_not_take_a_base_reader_unless_allowed(registered):
+    registered(lambda r: r.add_type(Tensorish, read_tensorish), "strict")
+    with pytest.raises(TypeError, match="SubTensorish"):
+        view(SubTensorish(np.zeros(2)))
+
+
+def test_subclasses_use_the_base_reader_when_the_plugin_allows_it(registered):
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, subclasses=True), "lenient")
+    obj = SubTensorish(np.arange(5.0))
+    assert view(obj).ptr == obj.array.ctypes.data
+
+
+# --- a C reader behind a capsule (the header's ABI, built with ctypes) ----------------------------
+
+
+class TensorInfo(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("dtype_code", ctypes.c_uint8), ("dtype_bits", ctypes.c_uint8),
+                ("dtype_lanes", ctypes.c_uint16), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("readonly", ctypes.c_int32),
+                ("has_producer_stream", ctypes.c_int32), ("producer_stream", ctypes.c_ssize_t),
+                ("keepalive", ctypes.c_void_p)]
+
+
+READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
+                             ctypes.POINTER(TensorInfo))
+
+
+def _capsule(function) -> object:
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.cast(function, ctypes.c_void_p), b"interop_core.reader_v1", None)
+
+
+def test_a_c_reader_in_a_capsule_fills_the_view(registered):
+    extents = (ctypes.c_int64 * 2)(3, 2)
+
+    @READER_V1
+    def reader(obj, stream, out):
+        info = out.contents
+        info.data = obj.array.ctypes.data
+        info.ndim = 2
+        info.shape = extents
+        info.strides = None  # C-contiguous
+        info.dtype_code, info.dtype_bits, info.dtype_lanes = 2, 32, 1
+        info.device_type, info.device_id = 1, 0
+        info.readonly = 1
+        return 0
+
+    registered(lambda r: r.add_type(Tensorish, _capsule(reader)), "c-reader")
+    obj = Tensorish(np.arange(6, dtype=np.float32).reshape(3, 2))
+    v = view(obj)
+    assert (v.ptr, v.shape, v.strides, v.readonly) == (obj.array.ctypes.data, (3, 2), (2, 1), True)
+    np.testing.assert_array_equal(np.asarray(v), obj.array)
+    assert v.owner is obj
+
+
+def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered):
+    @READER_V1
+    def reader(obj, stream, out):
+        return -1
+
+    registered(lambda r: r.add_type(Tensorish, _capsule(reader)), "c-failing")
+    with pytest.raises(BufferError, match="failed without setting an exception"):
+        view(Tensorish(np.zeros(1)))
+
+
+def test_a_capsule_of_the_wrong_name_is_rejected():
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    wrong = new(ctypes.c_void_p(1), b"something_else", None)
+    with pytest.raises(RuntimeError, match="interop_core.reader_v1"):
+        interop_core.register_plugin(make_plugin(lambda r: r.add_type(Tensorish, wrong)), "wrong")
+
+
+# --- stream types and exporters -------------------------------------------------------------------
+
+
+class FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+
+def test_registered_stream_types_resolve_to_their_handle(registered):
+    with pytest.raises(TypeError):
+        interop_core.resolve_consumer_stream(FakeStream(7))
+    registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
+    assert interop_core.resolve_consumer_stream(FakeStream(7)) == 7
+
+
+def test_to_uses_the_registered_exporter_by_name_and_by_type(registered):
+    def export(v, stream):
+        return Tensorish(np.asarray(v))
+
+    registered(lambda r: (r.add_type(Tensorish, read_tensorish),
+                          r.add_exporter("tensorish", export, types=(Tensorish,))), "exporting")
+    array = np.arange(4.0)
+    out = interop_core.to(array, "tensorish")
+    assert isinstance(out, Tensorish) and out.array.ctypes.data == array.ctypes.data
+    assert interop_core.to(array, Tensorish).array.ctypes.data == array.ctypes.data
+
+
+def test_to_an_unknown_target_lists_the_known_ones():
+    with pytest.raises(ValueError, match="no plugin exports to 'nowhere'; known targets"):
+        interop_core.to(np.zeros(1), "nowhere")
+
+
+# --- threads ------------------------------------------------------------------------------------
+
+
+def test_views_from_eight_threads_while_a_ninth_registers_and_unregisters():
+    objects = [np.arange(8.0), Tensorish(np.arange(3.0)), bytearray(16)]
+    expected = [view(o).ptr if not isinstance(o, Tensorish) else o.array.ctypes.data
+                for o in objects]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def viewer():
+        try:
+            while not stop.is_set():
+                for obj, ptr in zip(objects, expected, strict=True):
+                    try:
+                        v = view(obj)
+                    except TypeError:
+                        assert isinstance(obj, Tensorish)  # unreadable while unregistered
+                        continue
+                    assert v.ptr == ptr
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def churn():
+        try:
+            for i in range(200):
+                name = interop_core.register_plugin(
+                    make_plugin(lambda r: r.add_type(Tensorish, read_tensorish)), f"churn-{i}")
+                interop_core.unregister_plugin(name)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    threads = [threading.Thread(target=viewer) for _ in range(8)] + [threading.Thread(target=churn)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
