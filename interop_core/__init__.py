@@ -9,6 +9,7 @@ from ._layout import StridedLayout
 from ._registry import view
 from ._streams import resolve_consumer_stream
 from ._view import Buffer, StridedMemoryView
+from ._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "to",
     "unregister_plugin",
     "view",
+    "viewable",
 ]
 __version__ = "0.1.0"
 

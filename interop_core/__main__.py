@@ -1,16 +1,23 @@
 """``python -m interop_core``: a short tour of views over the frameworks installed here.
 
-Each installed framework hands a tensor to interop-core; the demo prints the view, proves it is
-zero-copy by writing through an export of it, and hands it on to the next framework.
+With no subcommand, each installed framework hands a tensor to interop-core; the demo prints the
+view, proves it is zero-copy by writing through an export of it, and hands it on to the next
+framework.  ``plugins`` lists the plugins interop-core knows of and their status; ``doctor``
+reports the Python, the frameworks and the CUDA driver and devices found here.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import os
 import sys
+import time
 
 from . import StridedMemoryView, __version__
+
+__all__ = ["main"]
 
 
 def _installed(name: str) -> bool:
@@ -60,10 +67,7 @@ def _demo_jax() -> None:
     print(f"jax array {array.shape} {array.dtype}\n  -> {view}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the demo; returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="python -m interop_core", description=__doc__)
-    parser.parse_args(argv)
+def _demo() -> int:
     print(f"interop-core {__version__} on Python {sys.version.split()[0]}\n")
     demos = [("numpy", _demo_numpy), ("torch", _demo_torch), ("jax", _demo_jax)]
     for name, demo in demos:
@@ -73,6 +77,259 @@ def main(argv: list[str] | None = None) -> int:
         demo()
         print()
     return 0
+
+
+# -- plugins ----------------------------------------------------------------------------------
+
+_PLUGIN_FIELDS = ("name", "distribution", "version", "claims", "exporters", "status", "reason")
+
+
+def _plugin_rows() -> list[dict]:
+    from . import plugin_status
+
+    return [{field: getattr(info, field) for field in _PLUGIN_FIELDS} for info in plugin_status()]
+
+
+def _status_text(row: dict) -> str:
+    return f"{row['status']}: {row['reason']}" if row["reason"] else row["status"]
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = []
+    for row in (header, *rows):
+        # The last column is left ragged so long claim lists do not pad every line.
+        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths[:-1], strict=True)]
+        cells = [*padded, row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _autoload_note() -> str | None:
+    from .plugins import DISABLE_AUTOLOAD_ENV
+
+    value = os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower()
+    if value not in ("", "0", "false", "no"):
+        return f"plugin discovery is off ({DISABLE_AUTOLOAD_ENV}={os.environ[DISABLE_AUTOLOAD_ENV]})"
+    return None
+
+
+def _plugins(as_json: bool) -> int:
+    rows = _plugin_rows()
+    if as_json:
+        print(json.dumps([{**row, "claims": list(row["claims"]),
+                           "exporters": list(row["exporters"])} for row in rows], indent=2))
+        return 0
+    note = _autoload_note()
+    if note:
+        print(note)
+    if not rows:
+        print("no plugins found (entry-point group interop_core.plugins)")
+        return 0
+    header = ("NAME", "DISTRIBUTION", "VERSION", "STATUS", "TYPES")
+    print(_table(header, [(row["name"], row["distribution"] or "-", row["version"] or "-",
+                           _status_text(row), ", ".join(row["claims"]) or "-") for row in rows]))
+    return 0
+
+
+# -- doctor -----------------------------------------------------------------------------------
+
+# (what to call it, the module to look for, distributions that may provide it).
+_FRAMEWORKS = (
+    ("torch", "torch", ("torch",)),
+    ("cupy", "cupy", ("cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0")),
+    ("jax", "jax", ("jax",)),
+    ("jaxlib", "jaxlib", ("jaxlib",)),
+    ("numba", "numba", ("numba",)),
+    ("numpy", "numpy", ("numpy",)),
+    ("ml_dtypes", "ml_dtypes", ("ml_dtypes", "ml-dtypes")),
+    ("cuda.core", "cuda.core", ("cuda-core", "cuda_core")),
+)
+
+
+def _module_present(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (nor, for ``a.b``, ``a``)."""
+    from importlib.machinery import PathFinder
+
+    top, _, rest = name.partition(".")
+    if top in sys.modules and not rest:
+        return True
+    spec = importlib.util.find_spec(top)
+    for part in rest.split(".") if rest else ():
+        if spec is None or spec.submodule_search_locations is None:
+            return False
+        spec = PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    return spec is not None
+
+
+def _distribution_version(candidates: tuple[str, ...]) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in candidates:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def _import_probe(module: str) -> dict:
+    """Import ``module`` (only under ``doctor --import``) and say what it reports."""
+    start = time.perf_counter()
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # a broken install is what doctor is for: report it, go on
+        return {"import": f"failed: {type(exc).__name__}: {exc}"}
+    info = {"import": "ok", "import_ms": round((time.perf_counter() - start) * 1e3, 1),
+            "module_version": getattr(mod, "__version__", None)}
+    try:
+        if module == "torch":
+            info["cuda"] = mod.cuda.is_available()
+        elif module == "jax":
+            info["devices"] = [str(d) for d in mod.devices()]
+    except Exception as exc:
+        info["probe_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def _frameworks(do_import: bool) -> list[dict]:
+    rows = []
+    for label, module, candidates in _FRAMEWORKS:
+        present = _module_present(module)
+        row = {"name": label, "module": module, "installed": present,
+               "version": _distribution_version(candidates) if present else None}
+        if present and do_import:
+            row.update(_import_probe(module))
+        rows.append(row)
+    return rows
+
+
+def _cuda_info() -> dict:
+    from . import _cuda
+
+    version = _cuda.driver_version()
+    count = _cuda.device_count()
+    return {"driver_version": version,
+            "driver": None if version is None else f"{version // 1000}.{version % 1000 // 10}",
+            "devices": [{"index": i, "name": _cuda.device_name(i)} for i in range(count)]}
+
+
+def _plugin_summary() -> dict:
+    try:
+        rows = _plugin_rows()
+    except Exception as exc:  # doctor still reports the rest when the registry cannot load
+        return {"error": f"{type(exc).__name__}: {exc}", "count": 0, "by_status": {}}
+    by_status: dict[str, int] = {}
+    for row in rows:
+        by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+    return {"count": len(rows), "by_status": by_status,
+            "failed": {row["name"]: row["reason"] for row in rows if row["status"] == "failed"}}
+
+
+def _doctor_report(do_import: bool) -> dict:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pluggy_version = version("pluggy")
+    except PackageNotFoundError:
+        pluggy_version = None
+    return {
+        "python": {"version": platform.python_version(),
+                   "implementation": platform.python_implementation(),
+                   "executable": sys.executable, "platform": platform.platform()},
+        "interop_core": {"version": __version__,
+                         "location": os.path.dirname(os.path.abspath(__file__)),
+                         "pluggy": pluggy_version},
+        "frameworks": _frameworks(do_import),
+        "cuda": _cuda_info(),
+        "plugins": _plugin_summary(),
+    }
+
+
+def _print_doctor(report: dict, do_import: bool) -> None:
+    py, core = report["python"], report["interop_core"]
+    print(f"Python        {py['version']} ({py['implementation']}) {py['executable']}")
+    print(f"platform      {py['platform']}")
+    print(f"interop-core  {core['version']} ({core['location']})")
+    print(f"pluggy        {core['pluggy'] or 'not installed'}")
+    print("\nFrameworks" + ("" if do_import else " (not imported; --import to import them)"))
+    for row in report["frameworks"]:
+        if not row["installed"]:
+            text = "not installed"
+        else:
+            text = row["version"] or "installed (version unknown)"
+            if "import" in row:
+                text += f"  import {row['import']}"
+                if "import_ms" in row:
+                    text += f" ({row['import_ms']} ms)"
+                if "cuda" in row:
+                    text += f", CUDA available: {row['cuda']}"
+                if "devices" in row:
+                    text += f", devices: {', '.join(row['devices'])}"
+                if "probe_error" in row:
+                    text += f", probe failed: {row['probe_error']}"
+        print(f"  {row['name']:<11} {text}")
+    cuda = report["cuda"]
+    print("\nCUDA")
+    if cuda["driver_version"] is None:
+        print("  driver      not found (no libcuda, or cuInit failed: no usable device)")
+    else:
+        print(f"  driver      {cuda['driver']} ({cuda['driver_version']})")
+        print(f"  devices     {len(cuda['devices'])}")
+        for device in cuda["devices"]:
+            print(f"    {device['index']}: {device['name']}")
+    plugins = report["plugins"]
+    print("\nPlugins")
+    if "error" in plugins:
+        print(f"  registry failed to load: {plugins['error']}")
+        return
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(plugins["by_status"].items()))
+    print(f"  {plugins['count']} known" + (f": {counts}" if counts else ""))
+    for name, reason in sorted(plugins["failed"].items()):
+        print(f"  failed: {name}: {reason}")
+    note = _autoload_note()
+    if note:
+        print(f"  {note}")
+    print("  (python -m interop_core plugins for the full table)")
+
+
+def _doctor(do_import: bool, as_json: bool) -> int:
+    report = _doctor_report(do_import)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_doctor(report, do_import)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the process exit code.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (``sys.argv[1:]`` when None). No subcommand runs the demo.
+
+    Returns
+    -------
+    int
+    """
+    parser = argparse.ArgumentParser(prog="python -m interop_core", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="{plugins,doctor}")
+    plugins = commands.add_parser("plugins", help="list plugins: types claimed, status")
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor = commands.add_parser("doctor", help="Python, frameworks, CUDA driver and devices")
+    doctor.add_argument("--import", dest="do_import", action="store_true",
+                        help="import each installed framework (slow) and report what it says")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    if args.command == "plugins":
+        return _plugins(args.json)
+    if args.command == "doctor":
+        return _doctor(args.do_import, args.json)
+    return _demo()
 
 
 if __name__ == "__main__":

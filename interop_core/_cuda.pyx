@@ -5,7 +5,7 @@ from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
 
 from ._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
-__all__ = ["driver_version", "pointer_attributes"]
+__all__ = ["device_count", "device_name", "driver_version", "pointer_attributes"]
 
 # Driver API values used here (from the CUDA driver API documentation).
 cdef enum:
@@ -20,15 +20,24 @@ cdef enum:
 ctypedef int (*cuInit_t)(unsigned int) noexcept nogil
 ctypedef int (*cuDriverGetVersion_t)(int*) noexcept nogil
 ctypedef int (*cuPointerGetAttributes_t)(unsigned int, int*, void**, uintptr_t) noexcept nogil
+ctypedef int (*cuDeviceGetCount_t)(int*) noexcept nogil
+# CUdevice is an int ordinal handle in the driver API.
+ctypedef int (*cuDeviceGet_t)(int*, int) noexcept nogil
+ctypedef int (*cuDeviceGetName_t)(char*, int, int) noexcept nogil
 
 # Load state: 0 not tried, 1 loaded and initialised, -1 unavailable (tried once, never again).
 cdef int _state = 0
 cdef cuDriverGetVersion_t _cuDriverGetVersion = NULL
 cdef cuPointerGetAttributes_t _cuPointerGetAttributes = NULL
+# Device enumeration (for diagnostics): optional, NULL when this libcuda lacks them.
+cdef cuDeviceGetCount_t _cuDeviceGetCount = NULL
+cdef cuDeviceGet_t _cuDeviceGet = NULL
+cdef cuDeviceGetName_t _cuDeviceGetName = NULL
 
 
 cdef int _load() noexcept:
     global _state, _cuDriverGetVersion, _cuPointerGetAttributes
+    global _cuDeviceGetCount, _cuDeviceGet, _cuDeviceGetName
     cdef void* lib = dlopen(b"libcuda.so.1", RTLD_NOW | RTLD_LOCAL)
     if lib == NULL:
         lib = dlopen(b"libcuda.so", RTLD_NOW | RTLD_LOCAL)
@@ -37,6 +46,9 @@ cdef int _load() noexcept:
     cdef cuInit_t init = <cuInit_t> dlsym(lib, b"cuInit")
     _cuDriverGetVersion = <cuDriverGetVersion_t> dlsym(lib, b"cuDriverGetVersion")
     _cuPointerGetAttributes = <cuPointerGetAttributes_t> dlsym(lib, b"cuPointerGetAttributes")
+    _cuDeviceGetCount = <cuDeviceGetCount_t> dlsym(lib, b"cuDeviceGetCount")
+    _cuDeviceGet = <cuDeviceGet_t> dlsym(lib, b"cuDeviceGet")
+    _cuDeviceGetName = <cuDeviceGetName_t> dlsym(lib, b"cuDeviceGetName")
     if init == NULL or _cuDriverGetVersion == NULL or _cuPointerGetAttributes == NULL:
         return -1
     # cuInit fails on machines with a driver but no device; that is "no driver" for us.
@@ -117,3 +129,49 @@ def pointer_attributes(ptr):
     if pointer_device(<uintptr_t> ptr, &device_type, &device_id):
         return (device_type, device_id)
     return None
+
+
+def device_count():
+    """How many CUDA devices the driver sees; ``0`` where there is no driver.
+
+    Returns
+    -------
+    int
+    """
+    cdef int count = 0
+    if not driver_available() or _cuDeviceGetCount == NULL:
+        return 0
+    if _cuDeviceGetCount(&count) != CUDA_SUCCESS:
+        return 0
+    return count
+
+
+def device_name(ordinal):
+    """The name of CUDA device ``ordinal`` (e.g. ``"NVIDIA H100 80GB HBM3"``).
+
+    Parameters
+    ----------
+    ordinal : int
+        Device index, from 0 to ``device_count() - 1``.
+
+    Returns
+    -------
+    str or None
+        ``None`` where there is no driver or no such device.
+    """
+    cdef int device = 0
+    cdef char name[256]
+    if not isinstance(ordinal, int) or isinstance(ordinal, bool):
+        raise TypeError(f"ordinal must be an int device index, got {type(ordinal).__name__}")
+    if ordinal < 0 or ordinal >= device_count():
+        return None
+    if _cuDeviceGet == NULL or _cuDeviceGetName == NULL:
+        return None
+    if _cuDeviceGet(&device, <int> ordinal) != CUDA_SUCCESS:
+        return None
+    name[0] = 0
+    if _cuDeviceGetName(name, sizeof(name), device) != CUDA_SUCCESS:
+        return None
+    # The driver NUL-terminates within the buffer; force it in case of a truncated name.
+    name[sizeof(name) - 1] = 0
+    return name.decode("utf-8", "replace")

@@ -1,0 +1,376 @@
+# ``@viewable``: turn chosen arguments of a function into StridedMemoryViews on every call.
+#
+# Launchers call the wrapped function once per kernel launch, so the per-call work is compiled:
+# the signature is read once (on the first call, so decorating costs nothing and the decorated
+# function may be defined before interop_core.view is importable), turned into a tuple of small
+# C records, and each call only looks at the designated positions / keywords.
+
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+from ._view cimport StridedMemoryView
+
+__all__ = ["viewable"]
+
+cdef extern from "Python.h":
+    # Python 3's two-argument form (Cython's bundled declaration still has the 2.x one).
+    object _bind_method "PyMethod_New"(object func, object instance)
+
+# interop_core.view, looked up on the first call of any wrapper (the registry module may import
+# this one, so a module-level import here could be circular). Module-owned strong reference.
+cdef object _view = None
+
+# Parameter kinds, as inspect.Parameter numbers them (mirrored so the hot path compares C ints).
+cdef enum:
+    POSITIONAL_ONLY = 0
+    POSITIONAL_OR_KEYWORD = 1
+    VAR_POSITIONAL = 2
+    KEYWORD_ONLY = 3
+    VAR_KEYWORD = 4
+
+
+cdef class _Param:
+    """One designated parameter, resolved against the signature (internal)."""
+
+    # Index in the positional arguments, or -1 when it can only be given by keyword.
+    cdef Py_ssize_t position
+    # Keyword name (an interned str owned by this record), or None when positional-only.
+    cdef object keyword
+    # The name for error messages (owned str).
+    cdef str name
+    # The signature's default; _EMPTY when there is none (owned reference).
+    cdef object default
+    # The default is None, so None given (or left to the default) stays None.
+    cdef bint none_ok
+
+
+# Marks "no default" / "argument not given"; module-owned sentinel.
+cdef object _EMPTY = object()
+
+
+cdef object _lookup_view():
+    global _view
+    if _view is None:
+        from . import view
+        _view = view
+    return _view
+
+
+cdef str _type_name(object obj):
+    cls = type(obj)
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+cdef str _func_name(object func):
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None)
+    return f"{name}()" if name else repr(func)
+
+
+cdef int _check_request(tuple requested, object stream) except -1:
+    if not requested:
+        raise TypeError("viewable() needs the names or positional indices of the arguments to "
+                        "view, e.g. @viewable('x', 'y') or @viewable(0, 1)")
+    seen = set()
+    for item in requested:
+        if isinstance(item, str):
+            if not item.isidentifier():
+                raise TypeError(f"viewable(): {item!r} is not a parameter name")
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if item < 0:
+                raise ValueError(f"viewable(): positional index {item} is negative; indices "
+                                 "count from 0 in the function's parameter list")
+        elif callable(item):
+            raise TypeError("viewable() takes argument names or indices, not the function: "
+                            "write @viewable('x') rather than @viewable")
+        else:
+            raise TypeError("viewable() takes parameter names (str) or positional indices "
+                            f"(int), got {type(item).__name__}")
+        if item in seen:
+            raise ValueError(f"viewable(): argument {item!r} is named twice")
+        seen.add(item)
+    if stream is not None:
+        if not isinstance(stream, str) or not stream.isidentifier():
+            raise TypeError("viewable(stream=...) takes the name of the function's stream "
+                            f"parameter, got {stream!r}")
+        if stream in seen:
+            raise ValueError(f"viewable(): {stream!r} cannot be both the stream and a viewed "
+                             "argument")
+    return 0
+
+
+cdef int _early_check(object func, tuple requested, object stream) except -1:
+    # A plain Python function's parameter names sit on its code object, so unknown names and
+    # out-of-range indices can be refused at decoration time without importing inspect.
+    # Anything else (builtins, wrappers with __wrapped__ or __signature__, callables) is
+    # checked on the first call, from inspect.signature.
+    code = getattr(func, "__code__", None)
+    if code is None or hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
+        return 0
+    try:
+        argcount = code.co_argcount
+        kwonly = code.co_kwonlyargcount
+        names = code.co_varnames
+        flags = code.co_flags
+    except AttributeError:
+        return 0
+    positional = names[:argcount]
+    # Variadic names count as known here; the first call explains why they cannot be viewed.
+    known = set(names[:argcount + kwonly + bool(flags & 0x04) + bool(flags & 0x08)])
+    fname = _func_name(func)
+    for item in requested:
+        if isinstance(item, int):
+            if item >= argcount:
+                raise TypeError(f"viewable(): {fname} has {argcount} positional parameter(s); "
+                                f"index {item} is out of range")
+        elif item not in known:
+            raise TypeError(f"viewable(): {fname} has no parameter named {item!r}")
+    if stream is not None and stream not in known:
+        raise TypeError(f"viewable(): {fname} has no parameter named {stream!r} (the stream)")
+    return 0
+
+
+cdef _Param _make_param(object parameter, Py_ssize_t position):
+    cdef _Param p = _Param.__new__(_Param)
+    kind = int(parameter.kind)
+    p.name = parameter.name
+    p.position = position if kind in (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD) else -1
+    p.keyword = None if kind == POSITIONAL_ONLY else parameter.name
+    default = parameter.default
+    p.default = _EMPTY if default is parameter.empty else default
+    p.none_ok = default is None
+    return p
+
+
+cdef object _given(_Param p, tuple args, dict kwargs):
+    # The argument as this call gives it, or _EMPTY. Borrowed lookups: no per-call allocation.
+    cdef PyObject* found
+    if 0 <= p.position < PyTuple_GET_SIZE(args):
+        return <object> PyTuple_GET_ITEM(args, p.position)
+    if p.keyword is not None and kwargs:
+        found = PyDict_GetItem(kwargs, p.keyword)
+        if found != NULL:
+            return <object> found
+    return _EMPTY
+
+
+cdef class _ViewableFunction:
+    """A function whose designated arguments arrive as :class:`StridedMemoryView` objects.
+
+    Made by :func:`viewable`; calls the wrapped function with each designated argument replaced
+    by ``interop_core.view(arg, stream=...)``. Carries the wrapped function's metadata
+    (``__name__``, ``__qualname__``, ``__doc__``, ``__module__``, ``__wrapped__``) and binds like
+    a function when used as a method.
+    """
+
+    # The wrapped callable (strong reference owned by this wrapper; also __wrapped__).
+    cdef readonly object func
+    # The names / indices as given to viewable() (owned tuple).
+    cdef tuple _requested
+    # Name of the stream parameter, or None (owned str).
+    cdef object _stream_name
+    # Resolved on first call: tuple of _Param (owned), and the stream _Param or None (owned).
+    cdef tuple _params
+    cdef _Param _stream
+    cdef bint _ready
+    # Holds the copied function metadata (__name__, __doc__, ...); owned by this wrapper.
+    cdef dict __dict__
+
+    def __init__(self, func, tuple requested, stream=None):
+        if not callable(func):
+            raise TypeError(f"viewable() decorates a callable, got {type(func).__name__}")
+        _check_request(requested, stream)
+        _early_check(func, requested, stream)
+        self.func = func
+        self._requested = requested
+        self._stream_name = stream
+        self._ready = False
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                value = getattr(func, attr)
+            except AttributeError:
+                continue
+            setattr(self, attr, value)
+        func_dict = getattr(func, "__dict__", None)
+        if isinstance(func_dict, dict):
+            for attr, value in func_dict.items():
+                setattr(self, attr, value)
+        setattr(self, "__wrapped__", func)
+
+    cdef int _prepare(self) except -1:
+        import inspect
+
+        fname = _func_name(self.func)
+        try:
+            signature = inspect.signature(self.func)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"viewable(): cannot read the signature of {fname}: {exc}") from exc
+        parameters = list(signature.parameters.values())
+        by_name = {}
+        by_position = {}
+        for index, parameter in enumerate(parameters):
+            by_name[parameter.name] = (parameter, index)
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                by_position[index] = (parameter, index)
+        params = []
+        chosen = set()
+        for item in self._requested:
+            if isinstance(item, str):
+                entry = by_name.get(item)
+                if entry is None:
+                    raise TypeError(f"viewable(): {fname} has no parameter named {item!r}")
+            else:
+                entry = by_position.get(item)
+                if entry is None:
+                    raise TypeError(f"viewable(): {fname} has {len(by_position)} positional "
+                                    f"parameter(s); index {item} is out of range")
+            parameter, index = entry
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise TypeError(f"viewable(): {fname}: cannot view the variadic parameter "
+                                f"{parameter}")
+            if parameter.name in chosen:
+                raise ValueError(f"viewable(): {fname}: parameter {parameter.name!r} is "
+                                 "designated twice (by name and by index)")
+            chosen.add(parameter.name)
+            params.append(_make_param(parameter, index))
+        stream_param = None
+        if self._stream_name is not None:
+            entry = by_name.get(self._stream_name)
+            if entry is None:
+                raise TypeError(f"viewable(): {fname} has no parameter named "
+                                f"{self._stream_name!r} (the stream)")
+            parameter, index = entry
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise TypeError(f"viewable(): {fname}: the stream cannot be the variadic "
+                                f"parameter {parameter}")
+            if parameter.name in chosen:
+                raise ValueError(f"viewable(): {fname}: {parameter.name!r} cannot be both the "
+                                 "stream and a viewed argument")
+            stream_param = _make_param(parameter, index)
+        _lookup_view()
+        # Published last: a concurrent first call either prepares again (same result) or sees
+        # complete fields.
+        self._params = tuple(params)
+        self._stream = stream_param
+        self._ready = True
+        return 0
+
+    cdef object _convert(self, _Param p, object obj, object stream):
+        try:
+            if stream is None:
+                return _view(obj)
+            return _view(obj, stream)
+        except (TypeError, ValueError, BufferError) as exc:
+            cls = (TypeError if isinstance(exc, TypeError)
+                   else ValueError if isinstance(exc, ValueError) else BufferError)
+            raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
+                      f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
+
+    def __call__(self, *args, **kwargs):
+        cdef _Param p
+        cdef list new_args = None
+        cdef object stream = None
+        if not self._ready:
+            self._prepare()
+        if self._stream is not None:
+            stream = _given(self._stream, args, kwargs)
+            if stream is _EMPTY:
+                stream = self._stream.default
+                if stream is _EMPTY:
+                    stream = None
+        for p in self._params:
+            obj = _given(p, args, kwargs)
+            if obj is _EMPTY:
+                # Left to the function's own default (not converted; see viewable()).
+                continue
+            if obj is None and p.none_ok:
+                continue
+            if stream is None and type(obj) is StridedMemoryView:
+                continue
+            converted = self._convert(p, obj, stream)
+            if converted is obj:
+                continue
+            if 0 <= p.position < PyTuple_GET_SIZE(args):
+                if new_args is None:
+                    new_args = list(args)
+                new_args[p.position] = converted
+            else:
+                # kwargs is this call's own dict (Python builds a fresh one for **kwargs).
+                PyDict_SetItem(kwargs, p.keyword, converted)
+        if new_args is not None:
+            return self.func(*new_args, **kwargs)
+        return self.func(*args, **kwargs)
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        return _bind_method(self, instance)
+
+    def __repr__(self):
+        return f"<viewable {self.func!r}>"
+
+    def __reduce__(self):
+        # Pickled by reference, like the function it wraps.
+        return getattr(self, "__qualname__", None) or getattr(self, "__name__")
+
+
+def viewable(*names_or_indices, stream=None):
+    """Decorator: the designated arguments reach the function as :class:`StridedMemoryView`.
+
+    On every call each designated argument ``arg`` is replaced by
+    ``interop_core.view(arg, stream=...)``, so the function body sees pointer, shape, strides and
+    dtype whatever framework the caller used (torch, cupy, numpy, jax, a plugin's type, ...).
+
+    Parameters
+    ----------
+    *names_or_indices : str or int
+        The parameters to view: names (any kind, keyword-only included) or indices into the
+        function's parameter list as written (``self`` is index 0 of a method).
+    stream : str, optional
+        Name of the function's parameter that holds the consumer stream. Its value on each call
+        (the parameter's default when the caller leaves it out) is passed as ``stream=`` to
+        ``view()``; ``None`` means no stream ordering.
+
+    Returns
+    -------
+    callable
+        A decorator; applied to ``func`` it returns a wrapper with ``func``'s ``__name__``,
+        ``__qualname__``, ``__doc__``, ``__module__`` and ``__wrapped__``, which binds like a
+        function when it is a class attribute.
+
+    Raises
+    ------
+    TypeError
+        At decoration time for malformed arguments and, for plain Python functions (whose
+        parameter names are cheap to read), for unknown names and out-of-range indices; for other
+        callables those are reported on the first call. On a call, when an argument cannot be
+        viewed: the message names the function, the parameter and the argument's type.
+
+    Notes
+    -----
+    The signature is read with :func:`inspect.signature` on the first call and cached; later
+    calls only look at the designated arguments. Arguments that are already views pass through
+    unchanged. ``None`` stays ``None`` for a parameter whose default is ``None``. A designated
+    argument the caller leaves out gets the function's default unconverted. Put ``@viewable``
+    below ``@staticmethod`` / ``@classmethod``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import interop_core
+    >>> @interop_core.viewable("x", "out")
+    ... def scale(x, out, factor=2.0):
+    ...     return x.shape, out.ptr == out.owner.ctypes.data
+    >>> scale(np.ones((2, 3)), out=np.empty((2, 3)))
+    ((2, 3), True)
+    """
+    requested = tuple(names_or_indices)
+    _check_request(requested, stream)
+
+    def decorate(func):
+        return _ViewableFunction(func, requested, stream)
+
+    return decorate
