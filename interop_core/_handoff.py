@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from . import plugins
@@ -32,6 +33,18 @@ def to(obj: Any, target: Any, stream: Any = None) -> Any:
     ------
     ValueError
         If no plugin exports to ``target``.
+
+    Warns
+    -----
+    ReadOnlyHandoffWarning
+        When ``obj`` is read-only and the target cannot mark its objects read-only (torch,
+        cupy, numba): the result is still zero-copy, but nothing stops writes through it.
     """
-    exporter = plugins.exporter_for(target)
-    return exporter(view(obj, stream), stream)
+    exporter, preserves_readonly, name = plugins.exporter_for(target)
+    v = view(obj, stream)
+    if v.readonly and not preserves_readonly:
+        warnings.warn(
+            f"to({type(obj).__name__}, {name!r}): the source is read-only but {name} objects "
+            "cannot be; the result shares its memory, so do not write through it",
+            plugins.ReadOnlyHandoffWarning, stacklevel=2)
+    return exporter(v, stream)

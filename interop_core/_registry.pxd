@@ -33,3 +33,8 @@ cdef class ReaderEntry:
     """callable or None: ``callable(obj) -> int or None``, the producer's current CUDA stream."""
     cdef readonly object type_path    # "module:QualName" as declared, for messages
     """str or None: The type as declared, ``"module:QualName"``."""
+
+
+# Make a compiled reader available to plugins by name (`registry.add_type(..., reader=name)`).
+# Reader modules of the core (e.g. _numpy_reader, _torch_reader) call this when imported.
+cdef int add_core_reader(str name, core_reader_t fn) except -1

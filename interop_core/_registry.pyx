@@ -91,16 +91,19 @@ cdef object _core_buffer(object obj, object stream, ViewRecord* rec):
 cdef dict _CORE_READERS = {}    # name -> address of a core_reader_t
 
 
-cdef void _add_core_reader(str name, core_reader_t fn):
+cdef int add_core_reader(str name, core_reader_t fn) except -1:
+    if fn == NULL:
+        raise ValueError(f"core reader {name!r} is NULL")
     _CORE_READERS[name] = <uintptr_t> fn
+    return 0
 
 
-_add_core_reader("dlpack", _core_dlpack)
-_add_core_reader("dlpack_c_exchange_api", _core_exchange_api)
-_add_core_reader("dunder_dlpack", _core_dunder_dlpack)
-_add_core_reader("cuda_array_interface", _core_cai)
-_add_core_reader("array_interface", _core_array_interface)
-_add_core_reader("buffer_protocol", _core_buffer)
+add_core_reader("dlpack", _core_dlpack)
+add_core_reader("dlpack_c_exchange_api", _core_exchange_api)
+add_core_reader("dunder_dlpack", _core_dunder_dlpack)
+add_core_reader("cuda_array_interface", _core_cai)
+add_core_reader("array_interface", _core_array_interface)
+add_core_reader("buffer_protocol", _core_buffer)
 
 
 def core_reader_names():

@@ -33,6 +33,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadWarning",
     "PluginRegistrar",
+    "ReadOnlyHandoffWarning",
     "discover",
     "exporter_for",
     "plugin_manager",
@@ -48,6 +49,10 @@ DISABLE_AUTOLOAD_ENV = "INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD"
 
 class PluginLoadWarning(UserWarning):
     """A plugin could not be loaded (import error or a failing hook) and was skipped."""
+
+
+class ReadOnlyHandoffWarning(UserWarning):
+    """``to()`` handed read-only memory to a framework that cannot mark its objects read-only."""
 
 
 class PluginInfo(namedtuple("PluginInfo", "name distribution version claims exporters status reason")):
@@ -202,7 +207,8 @@ class PluginRegistrar:
             raise TypeError(f"handle must be callable, got {type(handle).__name__}")
         self._record("stream", type_, handle)
 
-    def add_exporter(self, target: str, exporter: Callable, *, types: tuple = ()) -> None:
+    def add_exporter(self, target: str, exporter: Callable, *, types: tuple = (),
+                     preserves_readonly: bool = False) -> None:
         """Hand views on to a framework: ``interop_core.to(obj, target)``.
 
         Parameters
@@ -214,6 +220,11 @@ class PluginRegistrar:
             keeping ``view`` (and so its owner) alive.
         types : tuple of (type or str)
             The framework types this target produces, so ``to(obj, SomeType)`` finds it.
+        preserves_readonly : bool
+            Whether the framework's object can be read-only (numpy, jax).  When it cannot
+            (torch, cupy), ``to()`` of a read-only view warns with
+            :class:`ReadOnlyHandoffWarning`: the consumer could write memory the producer
+            declared read-only.
         """
         if not isinstance(target, str) or not target:
             raise TypeError(f"exporter target must be a non-empty str, got {target!r}")
@@ -221,7 +232,7 @@ class PluginRegistrar:
             raise TypeError(f"exporter must be callable, got {type(exporter).__name__}")
         for t in types:
             _validate_target(t, "exporter types")
-        self._record("exporter", target, exporter, tuple(types))
+        self._record("exporter", target, (exporter, bool(preserves_readonly)), tuple(types))
 
 
 _registrar = PluginRegistrar()
@@ -440,8 +451,13 @@ def reader_for(t: type) -> Any:
     return _registry.entry_for(t)
 
 
-def exporter_for(target: Any) -> Callable:
+def exporter_for(target: Any) -> tuple[Callable, bool, str]:
     """The exporter ``to()`` uses for ``target`` (a name, or a type some exporter produces).
+
+    Returns
+    -------
+    tuple
+        ``(exporter, preserves_readonly, target name)``.
 
     Raises
     ------
@@ -464,7 +480,7 @@ def exporter_for(target: Any) -> Callable:
         exporter = _exporters.get(target)
         if exporter is None:
             raise ValueError(f"no plugin exports to {target!r}; known targets: {sorted(_exporters)}")
-        return exporter
+        return (*exporter, target)
 
 
 def plugin_status() -> list[PluginInfo]:

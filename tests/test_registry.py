@@ -6,6 +6,7 @@ import ctypes
 import sys
 import threading
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -346,3 +347,20 @@ def test_views_from_eight_threads_while_a_ninth_registers_and_unregisters():
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("preserves", [True, False])
+def test_to_warns_when_read_only_memory_goes_where_read_only_cannot_be_expressed(registered,
+                                                                               preserves):
+    registered(lambda r: r.add_exporter("plain", lambda v, s: v, preserves_readonly=preserves),
+               f"plain-{preserves}")
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = interop_core.to(frozen, "plain")
+    assert out.ptr == frozen.ctypes.data
+    flagged = [w for w in caught if issubclass(w.category, plugins.ReadOnlyHandoffWarning)]
+    assert len(flagged) == (0 if preserves else 1)
+    if flagged:
+        assert "read-only" in str(flagged[0].message)

@@ -111,4 +111,5 @@ def interop_core_register(registry):
         Records the declarations for this plugin; called once, never per object.
     """
     registry.add_type("bytetensor:ByteTensor", reader=read_bytetensor)
-    registry.add_exporter("bytetensor", export_bytetensor, types=("bytetensor:ByteTensor",))
+    registry.add_exporter("bytetensor", export_bytetensor, types=("bytetensor:ByteTensor",),
+                          preserves_readonly=True)
