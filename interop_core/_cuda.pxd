@@ -2,7 +2,7 @@
 # build-time CUDA toolkit: symbols are resolved with dlsym, and every entry point works (by
 # answering "no driver") on machines without one.
 
-from libc.stdint cimport int32_t, uintptr_t
+from libc.stdint cimport int32_t, intptr_t, uintptr_t
 
 # 1 when libcuda is loaded and cuInit succeeded, 0 otherwise (never raises).
 cdef int driver_available() noexcept
@@ -11,3 +11,11 @@ cdef int driver_available() noexcept
 # DLPack (device_type, device_id) for memory the driver knows (device, managed, pinned host);
 # returns 0 and leaves the outputs alone for ordinary host memory or when there is no driver.
 cdef int pointer_device(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
+
+# Whether two CUstream handles name the same stream (0 and 1 are both the legacy default).
+cdef bint same_stream(intptr_t a, intptr_t b) noexcept nogil
+
+# Order `consumer` after the work enqueued so far on `producer` (memory on device `device_id`):
+# record a pooled event on the producer, make the consumer wait on it.  Never blocks the host;
+# a no-op for the same stream.  RuntimeError without a driver or when a driver call fails.
+cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1

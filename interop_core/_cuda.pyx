@@ -1,11 +1,11 @@
 # The CUDA driver, loaded lazily from libcuda on first need (see _cuda.pxd).
 
-from libc.stdint cimport int32_t, uintptr_t
+from libc.stdint cimport int32_t, intptr_t, uintptr_t
 from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
 
 from ._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
-__all__ = ["device_count", "device_name", "driver_version", "pointer_attributes"]
+__all__ = ["device_count", "device_name", "driver_version", "events_created", "pointer_attributes"]
 
 # Driver API values used here (from the CUDA driver API documentation).
 cdef enum:
@@ -16,6 +16,8 @@ cdef enum:
     CU_MEMORYTYPE_HOST = 1
     CU_MEMORYTYPE_DEVICE = 2
     CU_MEMORYTYPE_UNIFIED = 4
+    CU_EVENT_DISABLE_TIMING = 2
+    MAX_DEVICES = 64
 
 ctypedef int (*cuInit_t)(unsigned int) noexcept nogil
 ctypedef int (*cuDriverGetVersion_t)(int*) noexcept nogil
@@ -25,6 +27,16 @@ ctypedef int (*cuDeviceGetCount_t)(int*) noexcept nogil
 ctypedef int (*cuDeviceGet_t)(int*, int) noexcept nogil
 ctypedef int (*cuDeviceGetName_t)(char*, int, int) noexcept nogil
 
+# Stream ordering (CUcontext, CUevent and CUstream are opaque pointers).
+ctypedef int (*cuDevicePrimaryCtxRetain_t)(void**, int) noexcept nogil
+ctypedef int (*cuCtxGetCurrent_t)(void**) noexcept nogil
+ctypedef int (*cuCtxPushCurrent_t)(void*) noexcept nogil
+ctypedef int (*cuCtxPopCurrent_t)(void**) noexcept nogil
+ctypedef int (*cuEventCreate_t)(void**, unsigned int) noexcept nogil
+ctypedef int (*cuEventRecord_t)(void*, void*) noexcept nogil
+ctypedef int (*cuStreamWaitEvent_t)(void*, void*, unsigned int) noexcept nogil
+ctypedef int (*cuGetErrorName_t)(int, const char**) noexcept nogil
+
 # Load state: 0 not tried, 1 loaded and initialised, -1 unavailable (tried once, never again).
 cdef int _state = 0
 cdef cuDriverGetVersion_t _cuDriverGetVersion = NULL
@@ -33,6 +45,14 @@ cdef cuPointerGetAttributes_t _cuPointerGetAttributes = NULL
 cdef cuDeviceGetCount_t _cuDeviceGetCount = NULL
 cdef cuDeviceGet_t _cuDeviceGet = NULL
 cdef cuDeviceGetName_t _cuDeviceGetName = NULL
+cdef cuDevicePrimaryCtxRetain_t _cuDevicePrimaryCtxRetain = NULL
+cdef cuCtxGetCurrent_t _cuCtxGetCurrent = NULL
+cdef cuCtxPushCurrent_t _cuCtxPushCurrent = NULL
+cdef cuCtxPopCurrent_t _cuCtxPopCurrent = NULL
+cdef cuEventCreate_t _cuEventCreate = NULL
+cdef cuEventRecord_t _cuEventRecord = NULL
+cdef cuStreamWaitEvent_t _cuStreamWaitEvent = NULL
+cdef cuGetErrorName_t _cuGetErrorName = NULL
 
 
 cdef int _load() noexcept:
@@ -49,6 +69,16 @@ cdef int _load() noexcept:
     _cuDeviceGetCount = <cuDeviceGetCount_t> dlsym(lib, b"cuDeviceGetCount")
     _cuDeviceGet = <cuDeviceGet_t> dlsym(lib, b"cuDeviceGet")
     _cuDeviceGetName = <cuDeviceGetName_t> dlsym(lib, b"cuDeviceGetName")
+    global _cuDevicePrimaryCtxRetain, _cuCtxGetCurrent, _cuCtxPushCurrent, _cuCtxPopCurrent
+    global _cuEventCreate, _cuEventRecord, _cuStreamWaitEvent, _cuGetErrorName
+    _cuDevicePrimaryCtxRetain = <cuDevicePrimaryCtxRetain_t> dlsym(lib, b"cuDevicePrimaryCtxRetain")
+    _cuCtxGetCurrent = <cuCtxGetCurrent_t> dlsym(lib, b"cuCtxGetCurrent")
+    _cuCtxPushCurrent = <cuCtxPushCurrent_t> dlsym(lib, b"cuCtxPushCurrent_v2")
+    _cuCtxPopCurrent = <cuCtxPopCurrent_t> dlsym(lib, b"cuCtxPopCurrent_v2")
+    _cuEventCreate = <cuEventCreate_t> dlsym(lib, b"cuEventCreate")
+    _cuEventRecord = <cuEventRecord_t> dlsym(lib, b"cuEventRecord")
+    _cuStreamWaitEvent = <cuStreamWaitEvent_t> dlsym(lib, b"cuStreamWaitEvent")
+    _cuGetErrorName = <cuGetErrorName_t> dlsym(lib, b"cuGetErrorName")
     if init == NULL or _cuDriverGetVersion == NULL or _cuPointerGetAttributes == NULL:
         return -1
     # cuInit fails on machines with a driver but no device; that is "no driver" for us.
@@ -175,3 +205,120 @@ def device_name(ordinal):
     # The driver NUL-terminates within the buffer; force it in case of a truncated name.
     name[sizeof(name) - 1] = 0
     return name.decode("utf-8", "replace")
+
+
+# --- stream ordering ---------------------------------------------------------------------------
+#
+# Ordering a consumer stream after a producer stream is one cuEventRecord on the producer and one
+# cuStreamWaitEvent on the consumer: nothing blocks the host, and both calls are legal while
+# either stream is being captured into a CUDA graph.  A wait binds to the event's most recent
+# record at the moment it is enqueued, so one event per device can serve every ordering: the
+# record and the wait happen back to back while this thread holds the GIL, so no other ordering
+# can re-record the event in between.  The "pool" is therefore one event per device, made on
+# first need in the device's primary context (the context torch, cupy, jax and numba use) and
+# kept for the life of the process.
+
+cdef void* _primary_ctx[MAX_DEVICES]      # retained once, never released
+cdef void* _events[MAX_DEVICES]
+cdef long _events_created = 0
+
+
+cdef int _check(int status, const char* call) except -1:
+    cdef const char* name = NULL
+    if status == CUDA_SUCCESS:
+        return 0
+    if _cuGetErrorName != NULL:
+        _cuGetErrorName(status, &name)
+    label = (<bytes> name).decode() if name != NULL else f"error {status}"
+    raise RuntimeError(f"CUDA driver call {(<bytes> call).decode()} failed: {label}")
+
+
+cdef int _require_ordering_api() except -1:
+    if not driver_available():
+        raise RuntimeError(
+            "stream ordering needs the CUDA driver (libcuda), which is not available here")
+    if (_cuEventRecord == NULL or _cuStreamWaitEvent == NULL or _cuEventCreate == NULL
+            or _cuDevicePrimaryCtxRetain == NULL or _cuCtxPushCurrent == NULL
+            or _cuCtxPopCurrent == NULL or _cuCtxGetCurrent == NULL):
+        raise RuntimeError("this CUDA driver lacks the event API interop-core needs")
+    return 0
+
+
+cdef void* _context_of(int device_id) except NULL:
+    cdef void* ctx
+    if device_id < 0 or device_id >= MAX_DEVICES:
+        raise ValueError(f"CUDA device ordinal {device_id} is out of range")
+    ctx = _primary_ctx[device_id]
+    if ctx == NULL:
+        _check(_cuDevicePrimaryCtxRetain(&ctx, device_id), b"cuDevicePrimaryCtxRetain")
+        _primary_ctx[device_id] = ctx
+    return ctx
+
+
+cdef void* _event_of(int device_id) except NULL:
+    global _events_created
+    cdef void* ev = _events[device_id]
+    cdef void* popped
+    if ev == NULL:
+        _check(_cuCtxPushCurrent(_context_of(device_id)), b"cuCtxPushCurrent")
+        try:
+            _check(_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
+        finally:
+            _cuCtxPopCurrent(&popped)
+        _events[device_id] = ev
+        _events_created += 1
+    return ev
+
+
+cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
+    # 0 (NULL) and CU_STREAM_LEGACY (1) both name the legacy default stream.
+    return a == b or (a <= 1 and b <= 1 and a >= 0 and b >= 0)
+
+
+cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1:
+    cdef void* ctx
+    cdef void* current = NULL
+    cdef void* popped
+    cdef void* ev
+    cdef bint pushed = False
+    if same_stream(producer, consumer):
+        return 0
+    _require_ordering_api()
+    ev = _event_of(device_id)
+    ctx = _context_of(device_id)
+    # The legacy and per-thread default streams (0, 1, 2) mean "of the current context": make
+    # the memory's device current around the two calls unless it already is.
+    _cuCtxGetCurrent(&current)
+    if current != ctx:
+        _check(_cuCtxPushCurrent(ctx), b"cuCtxPushCurrent")
+        pushed = True
+    try:
+        _check(_cuEventRecord(ev, <void*> producer), b"cuEventRecord")
+        _check(_cuStreamWaitEvent(<void*> consumer, ev, 0), b"cuStreamWaitEvent")
+    finally:
+        if pushed:
+            _cuCtxPopCurrent(&popped)
+    return 0
+
+
+def _order_streams(producer, consumer, device_id=0):
+    """Make ``consumer`` wait for the work enqueued so far on ``producer``, without blocking.
+
+    Parameters
+    ----------
+    producer, consumer : int
+        ``CUstream`` handles (0 or 1: the legacy default stream, 2: per-thread default).
+    device_id : int
+        The device whose memory is handed over (its primary context hosts the event).
+
+    Raises
+    ------
+    RuntimeError
+        Where there is no CUDA driver, or a driver call fails (the message names it).
+    """
+    return order_streams(producer, consumer, device_id)
+
+
+def events_created():
+    """How many CUDA events stream ordering has created so far (one per device, reused)."""
+    return _events_created

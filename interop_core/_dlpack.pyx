@@ -289,7 +289,12 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")
-    return read_dlpack_capsule(capsule, rec)
+    keepalive = read_dlpack_capsule(capsule, rec)
+    if producer_stream is not None and producer_stream is not _NO_SYNC:
+        # The producer ordered its work before the consumer stream: the memory is ready there.
+        rec.has_producer_stream = True
+        rec.producer_stream = <intptr_t> <Py_ssize_t> producer_stream
+    return keepalive
 
 
 cdef object _legacy_call(object obj, object producer_stream):

@@ -26,9 +26,11 @@ from ._view cimport (
     PROTOCOL_SELF,
     StridedMemoryView,
     choose_protocol,
+    order_view,
     view_by_protocol,
     view_new,
 )
+from ._view import _set_producer_stream_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "time_dispatch"]
@@ -342,10 +344,13 @@ def set_miss_handler(handler):
 cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef int kind = entry.kind
+    cdef intptr_t consumer = 0
     if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
         v.owner = obj
+        if stream is not None and resolve_stream(stream, &consumer):
+            _order(entry, v, consumer)
         return v
     if kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
@@ -356,8 +361,37 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
                 f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
                 f"{type(obj).__qualname__} returned {type(result).__name__}, not a "
                 "StridedMemoryView")
-        return result
-    return _read_capsule(entry, obj, stream)
+        v = <StridedMemoryView> result
+    else:
+        v = _read_capsule(entry, obj, stream)
+    if stream is not None and resolve_stream(stream, &consumer):
+        _order(entry, v, consumer)
+    return v
+
+
+cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
+    """Order `consumer` after the producer: the stream the reader found, else the plugin's."""
+    if v.rec.device_type == 1:      # host memory: no streams
+        return 0
+    if not v.rec.has_producer_stream and entry.producer_stream is not None:
+        producer = entry.producer_stream(v.owner)
+        if producer is None:
+            return 0
+        v.rec.producer_stream = <intptr_t> <Py_ssize_t> producer
+        v.rec.has_producer_stream = True
+    return order_view(v, consumer)
+
+
+def _producer_stream_of(owner):
+    # For views ordered after they were made (sync, __dlpack__(stream=...)): ask the plugin
+    # that reads the owner's type, if it has a producer strategy.
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(owner))
+    if found == NULL or (<ReaderEntry> found).producer_stream is None:
+        return None
+    return (<ReaderEntry> found).producer_stream(owner)
+
+
+_set_producer_stream_lookup(_producer_stream_of)
 
 
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):

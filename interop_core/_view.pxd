@@ -1,4 +1,4 @@
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport intptr_t, uintptr_t
 
 from ._record cimport ViewRecord
 
@@ -44,3 +44,7 @@ cdef int choose_protocol(object obj) except -1
 
 # A view of `obj` through `protocol` (not PROTOCOL_NONE).
 cdef object view_by_protocol(int protocol, object obj, object stream)
+
+# Order `consumer` after the view's producer: its recorded producer stream, else the stream the
+# owner's plugin reports (and then recorded).  Host memory and unknown producers: nothing to do.
+cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1

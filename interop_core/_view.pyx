@@ -8,7 +8,7 @@ from cpython.buffer cimport Py_buffer
 from cpython.pycapsule cimport PyCapsule_CheckExact
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
-from ._cuda cimport pointer_device
+from ._cuda cimport order_streams, pointer_device
 from ._dlpack cimport (
     exchange_api_capsule,
     export_dlpack,
@@ -121,9 +121,35 @@ cdef StridedMemoryView _view_dlpack(object obj, object stream):
 
 cdef StridedMemoryView _view_cai(object obj, object stream):
     cdef StridedMemoryView v = view_new()
-    v._keepalive = read_cuda_array_interface(obj, _stream_checked(stream), &v.rec)
+    cdef intptr_t consumer = 0
+    v._keepalive = read_cuda_array_interface(obj, stream, &v.rec)
     v.owner = obj
+    # CUDA Array Interface v3: the consumer must wait on the interface's stream.
+    if resolve_stream(stream, &consumer):
+        order_view(v, consumer)
     return v
+
+
+# Set by interop_core._registry: owner -> the producer stream its plugin reports, or None.
+cdef object _producer_stream_lookup = None
+
+
+def _set_producer_stream_lookup(lookup):
+    global _producer_stream_lookup
+    _producer_stream_lookup = lookup
+
+
+cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1:
+    if v.rec.device_type == kDLCPU:
+        return 0
+    if not v.rec.has_producer_stream:
+        producer = None if _producer_stream_lookup is None else _producer_stream_lookup(v.owner)
+        if producer is None:
+            return 0        # the producer named no stream: nothing pending to order after
+        v.rec.producer_stream = <intptr_t> producer
+        v.rec.has_producer_stream = True
+    order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    return 0
 
 
 cdef StridedMemoryView _view_array_interface(object obj):
@@ -574,7 +600,12 @@ cdef class StridedMemoryView:
 
     @property
     def producer_stream(self):
-        """int or None: The producer's CUDA stream handle, when the producer told us."""
+        """int or None: The CUDA stream after whose enqueued work this memory is ready.
+
+        The producer's stream when it named one (the CUDA Array Interface's ``stream``, a
+        plugin's producer strategy), or the consumer stream a DLPack producer was asked to
+        order itself before; ``None`` when unknown (no ordering is then possible or needed).
+        """
         return self.rec.producer_stream if self.rec.has_producer_stream else None
 
     @property
@@ -655,10 +686,40 @@ cdef class StridedMemoryView:
                 f"device='{device}:{self.rec.device_id}'{flags}, "
                 f"owner={type(self.owner).__name__})")
 
+    def sync(self, stream):
+        """Order ``stream`` after the producer's pending work on this memory, without blocking.
+
+        For a view made without a stream (metadata only), call this before a kernel on
+        ``stream`` reads or writes it: an event is recorded on the producer's stream and
+        ``stream`` waits on it.  A no-op for host memory, for the producer's own stream, and
+        when the producer named no stream.
+
+        Parameters
+        ----------
+        stream : int or stream object
+            The consumer stream (see the stream contract); ``None`` or ``-1`` do nothing.
+
+        Returns
+        -------
+        StridedMemoryView
+            ``self``, for chaining.
+        """
+        cdef intptr_t consumer = 0
+        if resolve_stream(stream, &consumer):
+            order_view(self, consumer)
+        return self
+
     # --- exports ---------------------------------------------------------------------------
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export as a DLPack capsule (array-API signature); the view stays alive meanwhile."""
+        """Export as a DLPack capsule (array-API signature); the view stays alive meanwhile.
+
+        A ``stream`` (the consumer's) is ordered after the view's producer first, as the
+        DLPack protocol asks of producers.
+        """
+        cdef intptr_t consumer = 0
+        if resolve_stream(stream, &consumer) and self.rec.device_type != kDLCPU:
+            order_view(self, consumer)
         return export_dlpack(self, &self.rec, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
