@@ -1,0 +1,249 @@
+"""The stream contract: accepted stream values, driver-less behaviour, and (on a GPU) ordering.
+
+The GPU tests prove ordering rather than that calls return: the producer enqueues a long kernel
+and then writes known values on stream A; the consumer reads on stream B right after
+`view(x, stream=B)` / `to(x, ..., stream=B)` returns.  Without the wait B would read stale
+values; with it the values are right in every trial, and the host got its view back long before
+the producer's kernel finished (nothing blocked).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from cuda_probe import cuda_device_count
+
+import interop_core
+from interop_core import StridedMemoryView, _cuda, resolve_consumer_stream, view
+
+
+class CudaStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+@pytest.mark.parametrize(("stream", "expected"), [
+    (None, None), (-1, None), (0, 0), (1, 1), (2, 2), (0x7F00_1234, 0x7F00_1234),
+    (CudaStream(0xBEEF), 0xBEEF),
+])
+def test_stream_values_resolve_per_the_contract(stream, expected):
+    assert resolve_consumer_stream(stream) == expected
+
+
+@pytest.mark.parametrize(("stream", "error"), [
+    ("default", TypeError), (1.0, TypeError), (True, TypeError), (-2, ValueError),
+    (2**64, ValueError), (CudaStream("x"), TypeError),
+])
+def test_bad_stream_values_raise_clearly(stream, error):
+    with pytest.raises(error, match="stream"):
+        resolve_consumer_stream(stream)
+
+
+def test_host_memory_needs_no_ordering_whatever_the_stream():
+    array = np.arange(4.0)
+    assert view(array, stream=0x1234).ptr == array.ctypes.data
+    assert StridedMemoryView.from_any(array).sync(0x1234).ptr == array.ctypes.data
+
+
+class DeviceInterface:
+    """A CUDA Array Interface producer on a (pretend) device pointer with a stream."""
+
+    def __init__(self, stream):
+        self.__cuda_array_interface__ = {
+            "shape": (4,), "typestr": "<f4", "data": (0x7F0000000000, False), "version": 3,
+            "strides": None, "stream": stream}
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="checks the driver-less behaviour")
+def test_ordering_without_a_driver_is_a_clear_error():
+    producer = DeviceInterface(stream=0x5000)
+    with pytest.raises(RuntimeError, match="needs the CUDA driver"):
+        view(producer, stream=0x6000)
+    # Metadata only, or the producer's own stream: nothing to order, no driver needed.
+    assert view(producer).producer_stream == 0x5000
+    assert view(producer, stream=0x5000).ptr == 0x7F0000000000
+
+
+def test_same_stream_skips_ordering_entirely():
+    _cuda._order_streams(0x5000, 0x5000)   # would need a driver if it did anything
+    _cuda._order_streams(0, 1)             # both name the legacy default stream
+
+
+# --- on a GPU -------------------------------------------------------------------------------------
+
+TRIALS = 50
+SLEEP_CYCLES = 50_000_000       # ~25-40 ms of GPU time on an H100
+
+
+@pytest.fixture
+def torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    return torch
+
+
+def _consumer_reads(torch, tensor_like, consumer):
+    """Copy on `consumer` (a torch stream) and return the copy."""
+    with torch.cuda.stream(consumer):
+        return torch.from_dlpack(tensor_like).clone()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry_point", ["view", "to", "sync"])
+def test_torch_producer_is_ordered_before_the_consumer(torch_cuda, entry_point):
+    torch = torch_cuda
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    returned_early = 0
+    for trial in range(1, TRIALS + 1):
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill_(float(trial))
+            start = time.perf_counter()
+            if entry_point == "view":
+                handed = view(x, stream=consumer)
+            elif entry_point == "to":
+                handed = interop_core.to(x, "torch", stream=consumer)
+            else:
+                handed = view(x).sync(consumer)
+            elapsed = time.perf_counter() - start
+        copy = _consumer_reads(torch, handed, consumer)
+        consumer.synchronize()
+        assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+        returned_early += elapsed < 0.005
+    assert returned_early >= TRIALS - 2, "the host waited for the producer's kernel"
+
+
+@pytest.mark.gpu
+def test_cupy_producer_is_ordered_before_the_consumer(torch_cuda):
+    cupy = pytest.importorskip("cupy")
+    torch = torch_cuda
+    producer, consumer = cupy.cuda.Stream(non_blocking=True), torch.cuda.Stream()
+    x = cupy.zeros(1 << 20, dtype=cupy.float32)
+    for trial in range(1, TRIALS + 1):
+        with producer:
+            with torch.cuda.stream(torch.cuda.ExternalStream(producer.ptr)):
+                torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill(trial)
+            handed = view(x, stream=consumer)
+        copy = _consumer_reads(torch, handed, consumer)
+        consumer.synchronize()
+        assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+
+
+@pytest.mark.gpu
+def test_numba_producer_stream_from_the_array_interface_is_honoured(torch_cuda):
+    numba_cuda = pytest.importorskip("numba.cuda")
+    torch = torch_cuda
+    producer = numba_cuda.stream()
+    consumer = torch.cuda.Stream()
+    host = np.zeros(1 << 20, dtype=np.float32)
+    for trial in range(1, TRIALS + 1):
+        x = numba_cuda.to_device(host, stream=producer)
+        with torch.cuda.stream(torch.cuda.ExternalStream(producer.handle.value)):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            torch.from_dlpack(StridedMemoryView.from_cuda_array_interface(x)).fill_(trial)
+        handed = view(x, stream=consumer)
+        copy = _consumer_reads(torch, handed, consumer)
+        consumer.synchronize()
+        assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+
+
+@pytest.mark.gpu
+def test_jax_arrays_are_ready_before_the_consumer_reads(torch_cuda):
+    jax = pytest.importorskip("jax")
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("jax has no GPU backend here")
+    torch = torch_cuda
+    consumer = torch.cuda.Stream()
+    big = jax.device_put(jax.numpy.ones((2048, 2048)), gpu)
+    for trial in range(1, 11):
+        result = (big @ big) * 0 + trial   # asynchronous: still running when view() is called
+        copy = _consumer_reads(torch, view(result, stream=consumer), consumer)
+        consumer.synchronize()
+        assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+
+
+@pytest.mark.gpu
+def test_ordering_reuses_pooled_events(torch_cuda):
+    torch = torch_cuda
+    stream = torch.cuda.Stream()
+    x = torch.ones(16, device="cuda")
+    for _ in range(200):
+        view(x).sync(stream)
+    assert _cuda.events_created() <= torch.cuda.device_count()
+
+
+@pytest.mark.gpu
+def test_ordering_is_legal_during_cuda_graph_capture(torch_cuda):
+    torch = torch_cuda
+    x = torch.ones(1024, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    capture = torch.cuda.Stream()
+    with torch.cuda.stream(capture):
+        y = x * 2               # warm up outside the graph
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph, stream=capture):
+        y = x * 2
+        v = view(y, stream=torch.cuda.current_stream())   # same stream: no event at all
+        z = torch.from_dlpack(v) + 1
+    graph.replay()
+    torch.cuda.synchronize()
+    assert float(z[0]) == 3.0
+
+
+@pytest.mark.gpu
+def test_views_from_many_threads_order_correctly(torch_cuda):
+    import threading
+
+    torch = torch_cuda
+    errors = []
+
+    def worker(value):
+        try:
+            producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+            x = torch.zeros(1 << 16, device="cuda")
+            for _ in range(10):
+                with torch.cuda.stream(producer):
+                    torch.cuda._sleep(SLEEP_CYCLES // 10)
+                    x.fill_(value)
+                    handed = view(x, stream=consumer)
+                copy = _consumer_reads(torch, handed, consumer)
+                consumer.synchronize()
+                assert float(copy.min()) == value
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(float(i + 1),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:2]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cuda_device_count() < 2, reason="needs two CUDA devices")
+def test_consumer_stream_on_another_device_is_ordered(torch_cuda):
+    torch = torch_cuda
+    producer = torch.cuda.Stream(device=0)
+    consumer = torch.cuda.Stream(device=1)
+    x = torch.zeros(1 << 20, device="cuda:0")
+    for trial in range(1, 11):
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill_(float(trial))
+            handed = view(x, stream=consumer)
+        with torch.cuda.device(1), torch.cuda.stream(consumer):
+            copy = torch.from_dlpack(handed).to("cuda:1", non_blocking=True)
+        consumer.synchronize()
+        assert float(copy.min()) == float(trial)
