@@ -124,7 +124,7 @@ cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
     """Read `obj` through AOTI into `rec`; 0 on success, 1 when the slow path must decide."""
     cdef void* h = _handle_of(obj)
     cdef int32_t layout, dtype, dev_type, dev_index
-    cdef int64_t ndim
+    cdef int64_t ndim, numel
     cdef int64_t* sizes
     cdef int64_t* strides
     cdef void* data
@@ -154,9 +154,13 @@ cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
             or _get_strides(h, &strides) != 0 or _get_data_ptr(h, &data) != 0):
         return 1
     extents_resize(&rec.ext, <int> ndim)
+    numel = 1
     for i in range(ndim):
         rec.ext.shape[i] = sizes[i]
         rec.ext.strides[i] = strides[i]
+        numel *= sizes[i]
+    if data == NULL and numel != 0:
+        return 1          # no memory behind a non-empty tensor (e.g. an efficient zero tensor)
     rec.dtype = _dl_of[dtype]
     rec.itemsize = _size_of[dtype]
     rec.ptr = <uintptr_t> data
@@ -225,7 +229,7 @@ cdef str _unusable_reason(object obj):
     if obj.is_neg():
         return ("has its negative bit set (its memory holds the negated values); call "
                 ".resolve_neg() first")
-    is_zero = getattr(torch._C, "_is_zerotensor", None)
+    is_zero = getattr(torch, "_is_zerotensor", None)
     if is_zero is not None and is_zero(obj):
         return "is an efficient zero tensor with no memory behind it"
     return None

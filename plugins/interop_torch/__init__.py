@@ -20,7 +20,8 @@ import sys
 
 import interop_core
 
-__all__ = ["interop_core_register", "producer_stream", "stream_handle", "export_torch"]
+__all__ = ["interop_core_register", "producer_stream", "stream_handle", "export_torch",
+           "refuse_fake_tensor"]
 
 _TENSOR_TYPES = ("torch:Tensor", "torch.nn.parameter:Parameter")
 
@@ -87,6 +88,19 @@ def export_torch(view, stream=None):
     return _torch_reader.to_torch(view)
 
 
+def refuse_fake_tensor(tensor, stream=None):
+    """Reader for ``FakeTensor``: it has metadata but no memory, so it cannot be viewed.
+
+    Raises
+    ------
+    BufferError
+        Always.
+    """
+    raise BufferError(
+        f"cannot view a {type(tensor).__name__}: fake tensors (torch._subclasses.fake_tensor) "
+        "carry shapes and dtypes but no memory")
+
+
 @interop_core.hookimpl
 def interop_core_register(registry):
     """Declare torch's tensor types, stream types and the ``"torch"`` exporter."""
@@ -94,6 +108,7 @@ def interop_core_register(registry):
 
     for path in _TENSOR_TYPES:
         registry.add_type(path, reader="torch", producer_stream=producer_stream)
+    registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
     for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
         registry.add_stream_type(path, handle=stream_handle)
