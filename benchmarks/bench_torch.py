@@ -13,10 +13,9 @@ import argparse
 import importlib.util
 import sys
 
+import interop_core
 from benchmarks._harness import Measurement, format_table, measure
-
-import interop_core  # noqa: E402
-from interop_core import _registry, _torch_reader  # noqa: E402
+from interop_core import _registry, _torch_reader
 
 __all__ = ["run", "main"]
 
