@@ -645,12 +645,13 @@ def aoti_producer_stream(int device_index):
     return <intptr_t> s
 
 
-def to_torch(StridedMemoryView view not None):
+def to_torch(StridedMemoryView view not None, stream=None):
     """A ``torch.Tensor`` over the memory of ``view`` (same pointer), keeping ``view`` alive.
 
     Made through torch's DLPack C exchange API (``managed_tensor_to_py_object_no_sync``, no
     Python-level capsule); falls back to ``torch.from_dlpack(view)`` when torch does not
-    publish it.
+    publish it.  ``stream`` is accepted for the exporter protocol: ``to()`` has already
+    ordered the view on it.
 
     Raises
     ------

@@ -20,7 +20,7 @@ import sys
 
 import interop_core
 
-__all__ = ["interop_core_register", "producer_stream", "stream_handle", "export_torch",
+__all__ = ["interop_core_register", "producer_stream", "stream_handle",
            "refuse_fake_tensor"]
 
 _TENSOR_TYPES = ("torch:Tensor", "torch.nn.parameter:Parameter")
@@ -63,31 +63,6 @@ def stream_handle(stream):
     return stream.cuda_stream
 
 
-def export_torch(view, stream=None):
-    """A ``torch.Tensor`` over the memory of ``view`` (same pointer), keeping ``view`` alive.
-
-    Parameters
-    ----------
-    view : interop_core.StridedMemoryView
-    stream : None, int or stream object, optional
-        Accepted for the exporter protocol; ``to()`` has already ordered ``view`` on it.
-
-    Returns
-    -------
-    torch.Tensor
-
-    Raises
-    ------
-    BufferError
-        If torch cannot hold the memory (a device or element type it does not know).
-    """
-    import torch  # noqa: F401  (only an actual export needs torch)
-
-    from interop_core import _torch_reader
-
-    return _torch_reader.to_torch(view)
-
-
 def refuse_fake_tensor(tensor, stream=None):
     """Reader for ``FakeTensor``: it has metadata but no memory, so it cannot be viewed.
 
@@ -104,7 +79,7 @@ def refuse_fake_tensor(tensor, stream=None):
 @interop_core.hookimpl
 def interop_core_register(registry):
     """Declare torch's tensor types, stream types and the ``"torch"`` exporter."""
-    from interop_core import _torch_reader  # noqa: F401  (registers the "torch" core reader)
+    from interop_core import _torch_reader  # registers the "torch" core reader on import
 
     for path in _TENSOR_TYPES:
         registry.add_type(path, reader="torch", producer_stream=producer_stream)
@@ -112,5 +87,6 @@ def interop_core_register(registry):
     for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
         registry.add_stream_type(path, handle=stream_handle)
-    registry.add_exporter("torch", export_torch, types=("torch:Tensor",),
+    # The compiled exporter itself, so that a handoff runs no Python of this plugin.
+    registry.add_exporter("torch", _torch_reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False)
