@@ -52,8 +52,9 @@ def export_numpy(view, stream=None):
 
     if not view.is_host_accessible:
         raise BufferError(
-            f"device memory cannot become a numpy array without a copy (the view is on "
-            f"{view.device}); copy it to the host with the producing framework first")
+            "device memory cannot become a numpy array without a copy (the view is on DLPack "
+            f"device {(view.device_type, view.device_id)}); copy it to the host with the "
+            "producing framework first")
     triple = view.dlpack_dtype
     through_buffer = _EXPORTABLE_THROUGH_BUFFER.get(triple)
     if through_buffer is None:
