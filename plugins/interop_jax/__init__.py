@@ -29,7 +29,11 @@ compact layouts (a permutation of a dense row-major layout): anything else raise
 ``BufferError``.  jax on CPU **copies** host memory that is not aligned to 64 bytes; the
 exporter detects that by pointer and warns with :class:`JaxCopyWarning` (the result is then a
 copy; jax arrays are immutable, so this changes only cost and aliasing).  The result is
-read-only, as every jax array is.
+read-only, as every jax array is; read-only views are handed over too (jax takes only legacy
+capsules, which cannot say read-only, so the exporter passes a writable-flagged twin view: jax
+never writes into an imported buffer -- but do not donate the result to a jitted function).
+Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, reported by the
+same warning.
 
 Loading this module imports neither jax nor numpy.
 """
@@ -99,11 +103,21 @@ def export_jax(view, stream=None):
             f"has shape {view.shape} and strides {view.strides}: make it contiguous first")
     # jax's from_dlpack passes its own consumer stream to the view's __dlpack__ for device
     # memory (the view orders it after the producer); it takes no stream argument of ours.
-    result = jax.dlpack.from_dlpack(view)
+    source = view
+    if view.readonly:
+        # jax imports only legacy (unversioned) capsules, which cannot carry DLPack's READ_ONLY
+        # flag, and our views refuse to export read-only memory that way.  jax arrays are
+        # immutable, so jax is a read-only consumer: hand it a writable-flagged twin over the
+        # same memory that keeps `view` alive.
+        source = interop_core.StridedMemoryView.from_pointer(
+            view.ptr, view.shape, view.strides, dtype=view.dlpack_dtype,
+            device=(view.device_type, view.device_id), readonly=False, owner=view)
+    result = jax.dlpack.from_dlpack(source)
     if view.size and result.unsafe_buffer_pointer() != view.ptr:
         warnings.warn(
             f"jax copied the memory at {view.ptr:#x} instead of sharing it (jax requires "
-            "64-byte aligned host memory); the result is a copy", JaxCopyWarning, stacklevel=3)
+            "64-byte aligned host memory, and converts 64-bit types unless jax_enable_x64 is "
+            "set); the result is a copy", JaxCopyWarning, stacklevel=3)
     return result
 
 
@@ -114,4 +128,5 @@ def interop_core_register(registry):
 
     for path in ARRAY_TYPES:
         registry.add_type(path, reader="jax")
-    registry.add_exporter("jax", export_jax, types=ARRAY_TYPES, preserves_readonly=True)
+    registry.add_exporter("jax", export_jax, types=(*ARRAY_TYPES, "jax:Array"),
+                          preserves_readonly=True)
