@@ -114,16 +114,6 @@ def test_view_waits_for_the_computation():
     assert np.array_equal(np.asarray(v), np.asarray(x), equal_nan=True)
 
 
-def test_multi_device_arrays_raise_naming_shards():
-    if len(jax.devices()) < 2:
-        pytest.skip("needs two jax devices (XLA_FLAGS=--xla_force_host_platform_device_count=2)")
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
-    x = jax.device_put(jnp.arange(8.0), sharding)
-    with pytest.raises(BufferError, match=r"interop_core\.shards\(\)"):
-        interop_core.view(x)
-
-
 def test_multi_device_error_in_a_fresh_interpreter_with_two_cpu_devices():
     import subprocess
     import sys
