@@ -12,13 +12,17 @@ must be importable; their signatures come from the first line of each docstring
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-# The in-place build and the first-party plugins, ahead of any installed copy.
-sys.path[:0] = [ROOT, os.path.join(ROOT, "plugins")]
+# Document this checkout: its in-place build (when there is one) and its first-party plugins,
+# ahead of any installed copy.
+if glob.glob(os.path.join(ROOT, "interop_core", "_view.*.so")):
+    sys.path.insert(0, ROOT)
+sys.path.insert(1, os.path.join(ROOT, "plugins"))
 
 import interop_core  # noqa: E402
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
+
+import pytest
 
 FRAMEWORKS = ("torch", "cupy", "jax", "jaxlib", "numba", "tensorflow", "numpy", "ml_dtypes")
 
@@ -57,9 +60,12 @@ def _undocumented(module) -> list[str]:
     return missing
 
 
-def test_every_public_name_method_and_property_has_a_docstring():
-    import interop_core
-    import interop_core.dtypes
+DOCUMENTED_MODULES = ("interop_core", "interop_core.dtypes", "interop_core.plugins",
+                      "interop_core.hookspecs", "interop_core.testing")
 
-    assert _undocumented(interop_core) == []
-    assert _undocumented(interop_core.dtypes) == []
+
+@pytest.mark.parametrize("module_name", DOCUMENTED_MODULES)
+def test_every_public_name_method_and_property_has_a_docstring(module_name):
+    module = importlib.import_module(module_name)
+    assert module.__doc__, f"{module_name} has no module docstring"
+    assert _undocumented(module) == []
