@@ -113,7 +113,8 @@ _declarations: list[_Declaration] = []
 _sequence = itertools.count()
 _registering: str | None = None  # the plugin whose hook is running (declarations belong to it)
 _discovered = False
-_pending_packages: set[str] = set()   # top-level packages with declared types not yet resolved
+# Top-level package -> the type / stream-type targets declared in it that are not resolved yet.
+_pending: dict[str, list] = {}
 _exporters: dict[str, Callable] = {}  # target name -> winning exporter
 _exporter_names_by_type: dict[type, str] = {}
 _exporter_declarations: dict[str, _Declaration] = {}
@@ -393,20 +394,23 @@ def _recompute() -> None:
     readers: dict[type, Any] = {}
     stream_handles: dict[type, Callable] = {}
     exporters: dict[str, _Declaration] = {}
-    pending: set[str] = set()
+    pending: dict[str, list] = {}
     for d in declarations:
         if d.kind == "exporter":
             exporters[d.target] = d
+            for t in d.types:
+                if _resolve(t) is None:
+                    pending.setdefault(_split_path(t)[0].split(".")[0], []).append(t)
             continue
         resolved = _resolve(d.target)
         if resolved is None:
-            pending.add(_split_path(d.target)[0].split(".")[0])
+            pending.setdefault(_split_path(d.target)[0].split(".")[0], []).append(d.target)
         elif d.kind == "type":
             readers[resolved] = d.value
         else:
             stream_handles[resolved] = d.value
-    _pending_packages.clear()
-    _pending_packages.update(pending)
+    _pending.clear()
+    _pending.update(pending)
     _exporter_declarations.clear()
     _exporter_declarations.update(exporters)
     _exporters.clear()
@@ -428,7 +432,9 @@ def _on_miss(t: type) -> bool:
         if first:
             discover()
         package = t.__module__.split(".")[0] if isinstance(t.__module__, str) else ""
-        if package in _pending_packages:
+        # Recompute only when a declaration of this package resolves now: a recompute forgets
+        # every cached decision, and some declarations never resolve (other versions' names).
+        if any(_resolve(target) is not None for target in _pending.get(package, ())):
             _recompute()
             return True
         return first
@@ -467,7 +473,9 @@ def exporter_for(target: Any) -> tuple[Callable, bool, str]:
     discover()
     with _lock:
         if isinstance(target, type):
-            if target not in _exporter_names_by_type and _pending_packages:
+            package = target.__module__.split(".")[0]
+            if target not in _exporter_names_by_type and any(
+                    _resolve(t) is not None for t in _pending.get(package, ())):
                 _recompute()
             name = _exporter_names_by_type.get(target)
             if name is None:

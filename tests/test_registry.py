@@ -364,3 +364,24 @@ def test_to_warns_when_read_only_memory_goes_where_read_only_cannot_be_expressed
     assert len(flagged) == (0 if preserves else 1)
     if flagged:
         assert "read-only" in str(flagged[0].message)
+
+
+def test_a_declaration_that_never_resolves_does_not_flush_cached_decisions(registered):
+    from interop_core import _registry
+
+    registered(lambda r: r.add_type("ic_fake_pkg.old_name:Gone", read_tensorish), "stale-names")
+    module = types.ModuleType("ic_fake_pkg")
+    sys.modules["ic_fake_pkg"] = module
+    try:
+        view(np.zeros(2))
+        cached = _registry.entry_for(np.ndarray)
+        assert cached is not None
+
+        class Other(bytearray):
+            pass
+
+        Other.__module__ = "ic_fake_pkg"
+        view(Other(4))                      # a miss in the package with the stale declaration
+        assert _registry.entry_for(np.ndarray) is cached
+    finally:
+        del sys.modules["ic_fake_pkg"]
