@@ -19,6 +19,9 @@ BUILD_PACKAGES = ("sphinx", "myst_parser", "numpydoc", "pydata_sphinx_theme")
 # every class among them.
 DOCUMENTED_MODULES = ("interop_core", "interop_core.plugins", "interop_core.hookspecs",
                       "interop_core.dtypes", "interop_core.testing")
+# The first-party plugins (documented on their own page); their public names are their __all__,
+# or their hook alone where they declare none.
+PLUGIN_MODULES = ("interop_numpy", "interop_torch", "interop_cupy", "interop_numba", "interop_jax")
 PROTOCOL_DUNDERS = {"__getitem__", "__dlpack__", "__dlpack_device__",
                     "__cuda_array_interface__", "__array_interface__"}
 
@@ -60,9 +63,9 @@ def _public_names() -> list[tuple[str, str]]:
     import interop_core
 
     wanted = []
-    for module_name in DOCUMENTED_MODULES:
+    for module_name in DOCUMENTED_MODULES + PLUGIN_MODULES:
         module = importlib.import_module(module_name)
-        for name in module.__all__:
+        for name in getattr(module, "__all__", ("interop_core_register",)):
             obj = getattr(module, name)
             # A name re-exported at the top level may be documented there instead.
             homes = [f"{module_name}.{name}"]
