@@ -46,6 +46,7 @@ __all__ = ["interop_core_register", "export_jax", "JaxCopyWarning", "ARRAY_TYPES
 
 # Every spelling of jax's array implementation across jax versions: 0.4.x up to 0.4.3x
 # (jaxlib.xla_extension), and jaxlib._jax (0.6+).  Lazy resolution ignores those not imported.
+#: The "module:QualName" spellings of jax's array type across jax versions (resolved lazily).
 ARRAY_TYPES = (
     "jaxlib._jax:ArrayImpl",
     "jaxlib.xla_extension:ArrayImpl",
