@@ -54,7 +54,7 @@ def _byte_span(view: Any) -> tuple[int, int]:
     """(lowest byte offset from element 0, bytes spanned) of a non-empty view."""
     itemsize = view.itemsize
     low = high = 0
-    for extent, stride in zip(view.shape, view.strides):
+    for extent, stride in zip(view.shape, view.strides, strict=True):
         if extent == 0:
             return 0, 0
         reach = (extent - 1) * stride * itemsize

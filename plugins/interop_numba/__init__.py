@@ -82,7 +82,6 @@ def export_numba(view: Any, stream: Any = None) -> Any:
             raise BufferError("numba's CUDA simulator holds host memory only; this view is of "
                               f"device type {view.device_type}")
         import numpy as np
-
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         return FakeCUDAArray(np.asarray(view))
