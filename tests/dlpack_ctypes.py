@@ -76,15 +76,28 @@ class DLPackExchangeAPI(ctypes.Structure):
     ]
 
 
-_api = ctypes.pythonapi
-_api.PyCapsule_New.restype = ctypes.py_object
-_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_api.PyCapsule_GetName.restype = ctypes.c_char_p
-_api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+def capi(name, restype, *argtypes):
+    """A private ctypes function object for a CPython C-API function.
+
+    ``ctypes.pythonapi.X`` is one object shared by the whole process: setting its argtypes in
+    one test module silently changes them for every other.  ``pythonapi[name]`` is a new one.
+    """
+    function = ctypes.pythonapi[name]
+    function.restype = restype
+    function.argtypes = list(argtypes)
+    return function
+
+
+class _CApi:
+    PyCapsule_New = capi("PyCapsule_New", ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                         ctypes.c_void_p)
+    PyCapsule_GetName = capi("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
+    PyCapsule_GetPointer = capi("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
+                                ctypes.c_char_p)
+    PyCapsule_IsValid = capi("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+
+
+_api = _CApi
 
 # Capsule names must outlive the capsules (the capsule keeps the char pointer).
 _NAMES = {

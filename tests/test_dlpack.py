@@ -8,6 +8,7 @@ from dlpack_ctypes import (
     DLManagedTensorVersioned,
     DLPackExchangeAPI,
     DLTensor,
+    capi,
     capsule_name,
     capsule_pointer,
     exchange_api,
@@ -635,13 +636,13 @@ ALLOCATOR = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor), ctypes.POIN
                              ctypes.c_void_p, SET_ERROR)
 
 
-ctypes.pythonapi.Py_DecRef.argtypes = [ctypes.c_void_p]
+_decref = capi("Py_DecRef", None, ctypes.c_void_p)
 
 
 def steal(out):
     """The object behind a new reference returned through a PyObject** (reference taken over)."""
     obj = ctypes.cast(out, ctypes.py_object).value
-    ctypes.pythonapi.Py_DecRef(out)
+    _decref(out)
     return obj
 
 

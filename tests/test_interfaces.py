@@ -264,10 +264,11 @@ class Py_buffer(ctypes.Structure):
     ]
 
 
-_get = ctypes.pythonapi.PyObject_GetBuffer
+# Private function objects: ctypes.pythonapi.X is shared by every module of the process.
+_get = ctypes.pythonapi["PyObject_GetBuffer"]
 _get.argtypes = [ctypes.py_object, ctypes.POINTER(Py_buffer), ctypes.c_int]
 _get.restype = ctypes.c_int
-_release = ctypes.pythonapi.PyBuffer_Release
+_release = ctypes.pythonapi["PyBuffer_Release"]
 _release.argtypes = [ctypes.POINTER(Py_buffer)]
 _release.restype = None
 

@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 import pytest
-from dlpack_ctypes import DLManagedTensorVersioned, capsule_pointer, make_capsule
+from dlpack_ctypes import DLManagedTensorVersioned, capi, capsule_pointer, make_capsule
 
 from interop_core import StridedMemoryView
 
@@ -172,8 +172,7 @@ def test_deleter_runs_once_for_an_unconsumed_capsule_dropped_by_the_producer():
 
 
 _DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)   # called without the GIL
-_SET_NAME = ctypes.pythonapi.PyCapsule_SetName
-_SET_NAME.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_SET_NAME = capi("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
 _USED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 
 

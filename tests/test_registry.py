@@ -227,11 +227,16 @@ READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
                              ctypes.POINTER(TensorInfo))
 
 
-def _capsule(function) -> object:
-    new = ctypes.pythonapi.PyCapsule_New
+def _capsule_new():
+    # A private function object: ctypes.pythonapi.X is shared by every module of the process.
+    new = ctypes.pythonapi["PyCapsule_New"]
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return new(ctypes.cast(function, ctypes.c_void_p), b"interop_core.reader_v1", None)
+    return new
+
+
+def _capsule(function) -> object:
+    return _capsule_new()(ctypes.cast(function, ctypes.c_void_p), b"interop_core.reader_v1", None)
 
 
 def test_a_c_reader_in_a_capsule_fills_the_view(registered):
@@ -268,9 +273,7 @@ def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered
 
 
 def test_a_capsule_of_the_wrong_name_is_rejected():
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    wrong = new(ctypes.c_void_p(1), b"something_else", None)
+    wrong = _capsule_new()(ctypes.c_void_p(1), b"something_else", None)
     with pytest.raises(RuntimeError, match="interop_core.reader_v1"):
         interop_core.register_plugin(make_plugin(lambda r: r.add_type(Tensorish, wrong)), "wrong")
 
