@@ -33,6 +33,11 @@ cdef void register_view_type(type view_type, record_of_t record_of, view_from_re
 cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, object max_version,
                           object dl_device, object copy)
 
+# `target`'s object over `rec`'s memory through target.__dlpack_c_exchange_api__'s
+# managed_tensor_to_py_object_no_sync (a versioned tensor whose manager context keeps
+# `keepalive` alive).  TypeError when `target` has no usable table.
+cdef object py_object_via_exchange_api(type target, object keepalive, ViewRecord* rec)
+
 # (device_type, device_id) for __dlpack_device__.
 cdef tuple export_dlpack_device(ViewRecord* rec)
 

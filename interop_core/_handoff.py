@@ -40,7 +40,10 @@ def to(obj: Any, target: Any, stream: Any = None) -> Any:
         When ``obj`` is read-only and the target cannot mark its objects read-only (torch,
         cupy, numba): the result is still zero-copy, but nothing stops writes through it.
     """
-    exporter, preserves_readonly, name = plugins.exporter_for(target)
+    found = plugins.export_table.get(target)
+    if found is None:
+        found = plugins.exporter_for(target)   # first use: discovery, lazy type resolution
+    exporter, preserves_readonly, name = found
     v = view(obj, stream)
     if v.readonly and not preserves_readonly:
         warnings.warn(

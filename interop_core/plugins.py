@@ -118,6 +118,9 @@ _pending: dict[str, list] = {}
 _exporters: dict[str, Callable] = {}  # target name -> winning exporter
 _exporter_names_by_type: dict[type, str] = {}
 _exporter_declarations: dict[str, _Declaration] = {}
+# What to() reads without taking the lock: target name or produced type -> (exporter,
+# preserves_readonly, name).  Replaced whole (never mutated) by _recompute.
+export_table: dict = {}
 
 
 def _split_path(path: str) -> tuple[str, str]:
@@ -421,6 +424,10 @@ def _recompute() -> None:
             resolved = _resolve(t)
             if resolved is not None:
                 _exporter_names_by_type[resolved] = name
+    global export_table
+    table = {name: (*_exporters[name], name) for name in _exporters}
+    table.update({t: table[name] for t, name in _exporter_names_by_type.items()})
+    export_table = table
     _registry.set_entries(readers)
     _streams.set_stream_types(stream_handles)
 

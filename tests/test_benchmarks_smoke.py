@@ -46,7 +46,7 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert result.stdout.strip() == page.strip()
     sections = {r["section"] for r in data["results"]}
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
-    assert sections >= {"view", "to", "viewable", "ndim", "threads", "dispatch", "import"}
+    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch", "import"}
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
 
 
@@ -161,5 +161,5 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 
 def test_sections_are_the_documented_ones():
-    assert list(SECTIONS) == ["view", "stream", "to", "viewable", "ndim", "threads", "dispatch",
+    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
                               "import"]

@@ -528,6 +528,108 @@ def _section_dispatch(device: str, quick: bool) -> list[Case]:
     return cases
 
 
+def _stateful(fn: Callable[[], object], enter: Callable[[], object],
+              leave: Callable[[], object]):
+    """A runner timing ``fn`` between ``enter()`` and ``leave()`` (a reader forced into a mode)."""
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        enter()
+        try:
+            fn()
+            return measure(fn, settings), "", {}
+        finally:
+            leave()
+
+    return run
+
+
+def _reader_module(name: str):
+    try:
+        return importlib.import_module(f"interop_core.{name}")
+    except ImportError:
+        return None
+
+
+def _torch_reader_cases(dev: str, t: object) -> list[Case]:
+    from .. import _registry, to, view
+
+    mod = _reader_module("_torch_reader")
+    if mod is None:
+        return []
+    group = f"readers: view(torch {dev})"
+    ours = "interop_core view() (plugin: AOTI reader)"
+
+    def checks_on():
+        mod.set_validation_result(True, keyset=False)
+
+    def restore():
+        mod.set_validation_result(True)
+
+    def fallback_on():
+        mod.set_validation_result(False, "benchmark: forced fallback")
+
+    cases = [Case("readers", group, ours, lambda: view(t), ours=True),
+             Case("readers", group, "interop_core view() (AOTI, Python-API checks)", ours=True,
+                  runner=_stateful(lambda: view(t), checks_on, restore)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(lambda: view(t), fallback_on, restore))]
+    for entry_name, label in (("dlpack_c_exchange_api", "DLPack C exchange API reader"),
+                              ("dunder_dlpack", "__dlpack__ reader")):
+        try:
+            entry = _registry.new_entry(entry_name)
+        except Exception:
+            continue
+        cases.append(Case("readers", group, f"interop_core {label} (core, generic)",
+                          lambda e=entry: _registry.read_with(e, t), ours=True))
+    try:
+        v = view(t)
+    except Exception:
+        return cases
+    import torch
+
+    group = f"readers: to(view, 'torch') {dev}"
+    cases += [Case("readers", group, "interop_core to(view, 'torch')", lambda: to(v, "torch"),
+                   ours=True),
+              Case("readers", group, "interop_core _torch_reader.to_torch(view)",
+                   lambda: mod.to_torch(v), ours=True),
+              Case("readers", group, "torch.from_dlpack(view)", lambda: torch.from_dlpack(v))]
+    return cases
+
+
+def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
+    from .. import StridedMemoryView, view
+
+    mod = _reader_module(f"_{fw}_reader")
+    if mod is None:
+        return []
+    group = f"readers: view({fw} {dev})"
+
+    def fallback_on():
+        mod.set_validation_result(False, "benchmark: forced fallback")
+
+    def restore():
+        mod.set_validation_result(None)
+
+    return [Case("readers", group, "interop_core view() (plugin reader)", lambda: view(obj),
+                 ours=True),
+            Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                 runner=_stateful(lambda: view(obj), fallback_on, restore)),
+            Case("readers", group, "interop_core StridedMemoryView.from_any (core, generic)",
+                 lambda: StridedMemoryView.from_any(obj), ours=True)]
+
+
+def _section_readers(device: str, quick: bool) -> list[Case]:
+    """The first-party plugins' compiled readers against their own fallbacks and the generic
+    path (what a type gets with no plugin, or when a framework's internals changed)."""
+    cases = []
+    for dev in _devices(device):
+        for fw, obj in samples(dev).items():
+            if fw == "torch":
+                cases += _torch_reader_cases(dev, obj)
+            elif fw in ("numpy", "jax"):
+                cases += _array_reader_cases(fw, dev, obj)
+    return cases
+
+
 _IMPORT_PROBE = """
 import sys, time
 t = time.perf_counter()
@@ -563,6 +665,7 @@ def _section_import(device: str, quick: bool) -> list[Case]:
 # In the order they run and print.
 SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "view": _section_view,
+    "readers": _section_readers,
     "stream": _section_stream,
     "to": _section_to,
     "viewable": _section_viewable,

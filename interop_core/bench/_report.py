@@ -40,6 +40,7 @@ BUDGET: tuple[tuple[str, float, tuple[str, ...], str, tuple[str, ...]], ...] = (
 
 SECTION_TITLES = {
     "view": "view() without stream synchronisation",
+    "readers": "first-party plugin readers against their fallbacks and the generic path",
     "stream": "view() with a consumer stream (ordered after the producer)",
     "to": "to(): zero-copy handoff between frameworks",
     "viewable": "@viewable on a kernel-launch-like function (1, 4, 16 tensor arguments)",
@@ -176,7 +177,9 @@ def format_markdown(results: list[Measurement], env: dict, command: str, mode: s
     by_section: dict[str, list[Measurement]] = {}
     for r in results:
         by_section.setdefault(r.section, []).append(r)
+    machine = f"GPU machine ({env['gpu']})" if env.get("gpu") else "CPU machine"
     parts = [
+        f"# Benchmark results: {machine}",
         f"Environment: {environment_line(env)}",
         f"Command: `{command}` ({mode} mode). Median ns per call; **bold** paths are "
         "interop-core's; \"× ours\" is the path's time divided by the first interop-core path "

@@ -1,8 +1,97 @@
-"""interop-core plugin for numpy (being written: this placeholder registers nothing yet)."""
+"""interop-core plugin for numpy: a compiled struct reader for ``numpy.ndarray`` and an exporter.
+
+Reading
+-------
+Exact ``numpy.ndarray`` objects are read by the core's compiled reader ``"numpy"``
+(``interop_core/_numpy_reader.pyx``), which reads the array's C struct directly (data pointer,
+dimensions, strides, descriptor, flags).  Its layout is validated once per process against
+numpy's Python API; if anything differs it falls back to the buffer protocol, then
+numpy's Python API.  Views are read-only exactly when the array's ``WRITEABLE`` flag is clear.
+Structured, object, string, datetime/timedelta, long double and non-native byte order dtypes
+raise a ``BufferError`` naming the dtype.  Subclasses (``np.matrix``, ``np.memmap``, masked
+arrays, ...) do not take this path: they may attach meaning to the memory that a plain view
+loses, so they go through the generic protocols.
+
+Exporting
+---------
+``interop_core.to(x, "numpy")`` (or ``to(x, numpy.ndarray)``) returns an ndarray over the same
+memory whose base keeps the view (and so the original owner) alive, read-only when the view is.
+Device memory raises ``BufferError``: it cannot become a numpy array without a copy.
+
+Loading this module imports neither numpy nor any other framework.
+"""
 
 import interop_core
+
+__all__ = ["interop_core_register", "export_numpy"]
+
+_EXPORTABLE_THROUGH_BUFFER = {}   # DLPack triple -> bool (the buffer protocol can name it)
+
+
+def export_numpy(view, stream=None):
+    """A numpy array over the memory of ``view`` (zero-copy; keeps ``view`` alive).
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+    stream : None, int or stream object, optional
+        Ignored beyond validation: host memory needs no stream ordering.
+
+    Returns
+    -------
+    numpy.ndarray
+        Same pointer, shape, strides and dtype (bfloat16 / float8 through ml_dtypes);
+        read-only when ``view`` is.
+
+    Raises
+    ------
+    BufferError
+        For device memory, or a dtype numpy cannot hold.
+    """
+    import numpy as np
+
+    if not view.is_host_accessible:
+        raise BufferError(
+            "device memory cannot become a numpy array without a copy (the view is on DLPack "
+            f"device {(view.device_type, view.device_id)}); copy it to the host with the "
+            "producing framework first")
+    triple = view.dlpack_dtype
+    through_buffer = _EXPORTABLE_THROUGH_BUFFER.get(triple)
+    if through_buffer is None:
+        through_buffer = _buffer_can_name(triple)
+        _EXPORTABLE_THROUGH_BUFFER[triple] = through_buffer
+    if through_buffer:
+        # The buffer protocol: numpy's base is a memoryview holding the view.
+        return np.asarray(view)
+    # bfloat16, float8, ...: the buffer protocol has no format for them; export the same bytes
+    # as unsigned integers of the same width and reinterpret (still zero-copy; ml_dtypes names
+    # the type).  The dtype is resolved first so that an unknown one fails before any export.
+    target = view.dtype
+    code, bits, lanes = triple
+    if lanes != 1 or bits % 8:
+        raise BufferError(f"numpy cannot hold elements of DLPack type {triple}")
+    carrier = interop_core.StridedMemoryView.from_pointer(
+        view.ptr, view.shape, view.strides, dtype=f"uint{bits}", readonly=view.readonly,
+        owner=view) if bits in (8, 16, 32, 64) else None
+    if carrier is None:
+        raise BufferError(f"numpy cannot hold elements of DLPack type {triple}")
+    return np.asarray(carrier).view(target)
+
+
+def _buffer_can_name(triple):
+    code, bits, lanes = triple
+    # int, uint, float (16/32/64), complex, bool: the formats numpy reads natively.
+    if lanes != 1:
+        return False
+    return ((code in (0, 1) and bits in (8, 16, 32, 64)) or (code == 2 and bits in (16, 32, 64))
+            or (code == 5 and bits in (64, 128)) or (code == 6 and bits == 8))
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare nothing yet."""
+    """Declare numpy.ndarray (core reader ``"numpy"``) and the ``"numpy"`` exporter."""
+    from interop_core import _numpy_reader  # noqa: F401  (compiled; registers "numpy"; no numpy)
+
+    registry.add_type("numpy:ndarray", reader="numpy")
+    registry.add_exporter("numpy", export_numpy, types=("numpy:ndarray",),
+                          preserves_readonly=True)

@@ -1,8 +1,92 @@
-"""interop-core plugin for torch (being written: this placeholder registers nothing yet)."""
+"""interop-core plugin for torch.
+
+Registers, without importing torch:
+
+- ``torch.Tensor`` and ``torch.nn.Parameter`` (exact types; subclasses such as FakeTensor are
+  not) with the core's compiled reader ``"torch"`` (the PyTorch AOTI stable C ABI, validated
+  once per process, falling back to torch's DLPack C exchange API, then ``__dlpack__``);
+- the producer stream of a tensor: torch's current CUDA stream on the tensor's device
+  (``None`` for CPU tensors);
+- torch's CUDA stream objects (``torch.cuda.Stream``, ``torch.cuda.ExternalStream``) as
+  consumer streams, through their ``.cuda_stream`` handle;
+- the exporter ``"torch"``: ``interop_core.to(x, "torch")`` returns a ``torch.Tensor`` over the
+  same memory through torch's DLPack C exchange API.  torch tensors cannot be read-only: a
+  read-only source gives a writable tensor (``to()`` warns with ``ReadOnlyHandoffWarning``).
+"""
+
+from __future__ import annotations
+
+import sys
 
 import interop_core
+
+__all__ = ["interop_core_register", "producer_stream", "stream_handle",
+           "refuse_fake_tensor"]
+
+_TENSOR_TYPES = ("torch:Tensor", "torch.nn.parameter:Parameter")
+
+
+def producer_stream(tensor):
+    """torch's current CUDA stream on ``tensor``'s device, or None for non-CUDA tensors.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+
+    Returns
+    -------
+    int or None
+        The ``cudaStream_t`` handle torch would run the next kernel on for that device.
+    """
+    if not tensor.is_cuda:
+        return None
+    from interop_core import _torch_reader
+
+    index = tensor.device.index
+    handle = _torch_reader.aoti_producer_stream(index)
+    if handle is not None:
+        return handle
+    return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+
+
+def stream_handle(stream):
+    """The ``cudaStream_t`` of a ``torch.cuda.Stream`` / ``ExternalStream``.
+
+    Parameters
+    ----------
+    stream : torch.cuda.Stream or torch.cuda.ExternalStream
+
+    Returns
+    -------
+    int
+    """
+    return stream.cuda_stream
+
+
+def refuse_fake_tensor(tensor, stream=None):
+    """Reader for ``FakeTensor``: it has metadata but no memory, so it cannot be viewed.
+
+    Raises
+    ------
+    BufferError
+        Always.
+    """
+    raise BufferError(
+        f"cannot view a {type(tensor).__name__}: fake tensors (torch._subclasses.fake_tensor) "
+        "carry shapes and dtypes but no memory")
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare nothing yet."""
+    """Declare torch's tensor types, stream types and the ``"torch"`` exporter."""
+    from interop_core import _torch_reader  # registers the "torch" core reader on import
+
+    for path in _TENSOR_TYPES:
+        registry.add_type(path, reader="torch", producer_stream=producer_stream)
+    registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
+    for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
+                 "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
+        registry.add_stream_type(path, handle=stream_handle)
+    # The compiled exporter itself, so that a handoff runs no Python of this plugin.
+    registry.add_exporter("torch", _torch_reader.to_torch, types=("torch:Tensor",),
+                          preserves_readonly=False)

@@ -1,0 +1,267 @@
+"""The jax plugin: its compiled reader, readiness, fallback, errors and the "jax" exporter."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import interop_core
+from interop_core import _jax_reader
+from interop_core.testing import Expected, PluginConformance
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+np = pytest.importorskip("numpy")
+
+DTYPES = ["bool", "int8", "int16", "int32", "uint8", "float16", "bfloat16", "float32",
+          "complex64"]
+LAYOUTS = ["contiguous", "sliced", "transposed", "reversed", "zero_size", "zero_d",
+           "many_dims"]
+
+
+def _make(layout, dtype):
+    base = jnp.arange(24).astype(dtype).reshape(4, 6)
+    return {
+        "contiguous": lambda: base,
+        "sliced": lambda: base[1:, ::2],
+        "transposed": lambda: base.T,
+        "reversed": lambda: base[::-1],
+        "zero_size": lambda: base[:0],
+        "zero_d": lambda: base[2, 3],
+        "many_dims": lambda: jnp.ones((2, 1, 3, 1, 2, 1, 2), dtype),
+    }[layout]()
+
+
+def _dense_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _dlpack_dtype(dtype):
+    return interop_core.StridedMemoryView.from_pointer(0, (1,), dtype=np.dtype(dtype)).dlpack_dtype
+
+
+@pytest.fixture(params=[True, False], ids=["direct", "fallback"])
+def reader_mode(request):
+    _jax_reader.set_validation_result(None)
+    assert _jax_reader.validation_status()[0]
+    if not request.param:
+        _jax_reader.set_validation_result(False, "simulated by the test")
+    yield request.param
+    _jax_reader.set_validation_result(None)
+
+
+def test_reader_validates_on_this_jax():
+    _jax_reader.set_validation_result(None)
+    ok, reason = _jax_reader.validation_status()
+    assert ok, reason
+
+
+def test_array_type_uses_this_plugins_reader():
+    entry = interop_core.plugins.reader_for(type(jnp.zeros(1)))
+    assert entry.plugin == "jax"
+    assert entry.reader == "jax"
+
+
+def test_every_spelling_of_the_array_type_is_declared():
+    t = type(jnp.zeros(1))
+    info = {i.name: i for i in interop_core.plugin_status()}["jax"]
+    assert f"{t.__module__}:{t.__qualname__}" in info.claims
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_view_matches_jax_metadata_and_is_read_only(reader_mode, layout, dtype):
+    x = _make(layout, dtype)
+    v = interop_core.view(x)
+    assert v.ptr == x.unsafe_buffer_pointer()
+    assert v.shape == x.shape
+    if x.size > 1:
+        assert v.strides == _dense_strides(x.shape)
+    assert v.dlpack_dtype == _dlpack_dtype(x.dtype)
+    assert (v.device_type, v.device_id) == (1, 0)
+    assert v.readonly
+    assert v.owner is x
+    assert interop_core.to(v, "numpy").tobytes() == np.asarray(x).tobytes()
+
+
+def test_view_of_a_column_major_device_layout_reports_its_strides(reader_mode):
+    from jax.experimental.layout import Format, Layout
+
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    y = jax.device_put(x, Format(Layout(major_to_minor=(1, 0)), x.sharding))
+    v = interop_core.view(y)
+    assert v.strides == (1, 3)
+    assert np.asarray(v).tolist() == np.asarray(x).tolist()
+    # and a row-major array of the same rank still reads as row-major afterwards
+    assert interop_core.view(x).strides == (4, 1)
+
+
+def test_view_waits_for_the_computation():
+    @jax.jit
+    def slow(a):
+        for _ in range(20):
+            a = jnp.sin(a) @ a
+        return a
+
+    x = slow(jnp.ones((200, 200), jnp.float32))
+    v = interop_core.view(x)
+    assert x.is_ready()
+    assert np.array_equal(np.asarray(v), np.asarray(x), equal_nan=True)
+
+
+def test_multi_device_error_in_a_fresh_interpreter_with_two_cpu_devices():
+    import subprocess
+    import sys
+
+    code = (
+        "import jax, jax.numpy as jnp, numpy as np, interop_core\n"
+        "mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ('x',))\n"
+        "s = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('x'))\n"
+        "x = jax.device_put(jnp.arange(8.0), s)\n"
+        "one = jax.device_put(jnp.arange(4.0), jax.sharding.NamedSharding(\n"
+        "    jax.sharding.Mesh(np.array(jax.devices()[:1]), ('x',)), jax.sharding.PartitionSpec()))\n"
+        "assert interop_core.view(one).shape == (4,)\n"
+        "try:\n    interop_core.view(x)\nexcept BufferError as e:\n    print('ERR', e)\n")
+    env = dict(__import__("os").environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "ERR" in out.stdout and "interop_core.shards()" in out.stdout
+
+
+def test_deleted_array_is_an_error():
+    x = jnp.arange(4.0)
+    x.delete()
+    with pytest.raises(RuntimeError):
+        interop_core.view(x)
+
+
+# --- exporter --------------------------------------------------------------------------------
+
+def _aligned(shape, dtype, align=64):
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    a = raw[off:off + n].view(dtype).reshape(shape)
+    a[...] = np.arange(a.size).reshape(shape).astype(dtype)
+    return a
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "uint8", "float16", "float32",
+                                   "complex64"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "zero_d"])
+def test_to_jax_is_zero_copy_for_aligned_memory(layout, dtype):
+    a = _aligned((4, 6), dtype)
+    src = {"contiguous": a, "transposed": a.T, "zero_d": a[0:1, 0:1].reshape(())}[layout]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = interop_core.to(src, "jax")
+    assert out.unsafe_buffer_pointer() == src.__array_interface__["data"][0]
+    assert out.shape == src.shape and out.dtype == src.dtype
+    assert np.array_equal(np.asarray(out), src)
+
+
+def test_to_jax_round_trips_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = _aligned((3, 4), ml_dtypes.bfloat16)
+    out = interop_core.to(a, jax.Array)
+    assert out.dtype == jnp.bfloat16
+    assert out.unsafe_buffer_pointer() == a.ctypes.data
+
+
+def test_to_jax_warns_when_jax_copies_unaligned_memory():
+    import interop_jax
+
+    a = _aligned((17,), np.float32)[1:]
+    with pytest.warns(interop_jax.JaxCopyWarning, match="copied"):
+        out = interop_core.to(a, "jax")
+    assert np.array_equal(np.asarray(out), a)
+
+
+def test_to_jax_of_64_bit_data_warns_unless_x64_is_enabled():
+    import interop_jax
+
+    a = _aligned((4,), np.float64)
+    if jax.config.jax_enable_x64:
+        assert interop_core.to(a, "jax").unsafe_buffer_pointer() == a.ctypes.data
+    else:
+        with pytest.warns(interop_jax.JaxCopyWarning):
+            assert interop_core.to(a, "jax").tolist() == a.tolist()
+
+
+def test_to_jax_of_a_non_compact_layout_is_a_clear_error():
+    a = _aligned((4, 6), np.float32)
+    with pytest.raises(BufferError, match="compact"):
+        interop_core.to(a[:, ::2], "jax")
+
+
+def test_jax_to_jax_round_trip_keeps_the_buffer():
+    x = jnp.arange(16, dtype=jnp.float32).reshape(4, 4)
+    out = interop_core.to(x, "jax")
+    assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+
+
+def test_jax_to_numpy_is_read_only_and_zero_copy():
+    x = jnp.arange(6, dtype=jnp.int32).reshape(2, 3)
+    out = interop_core.to(x, "numpy")
+    assert out.ctypes.data == x.unsafe_buffer_pointer()
+    assert not out.flags.writeable
+    assert out.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+@pytest.mark.gpu
+def test_view_of_a_cuda_array():
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
+    v = interop_core.view(x)
+    assert v.ptr == x.unsafe_buffer_pointer()
+    assert (v.device_type, v.device_id) == (2, gpu.local_hardware_id)
+    assert v.shape == (3, 4) and v.strides == (4, 1) and v.readonly
+    ok, reason = _jax_reader.validation_status()
+    assert ok, reason
+
+
+@pytest.mark.gpu
+def test_cuda_array_round_trips_through_to_jax():
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
+    out = interop_core.to(x, "jax")
+    assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    with pytest.raises(BufferError, match="device memory cannot become a numpy array"):
+        interop_core.to(x, "numpy")
+
+
+# --- conformance kit -------------------------------------------------------------------------
+
+class TestJaxPluginConformance(PluginConformance):
+    plugin_name = "jax"
+    framework_modules = ("jax", "jaxlib")
+    exporter_target = "jax"
+
+    def make_samples(self):
+        grid = jnp.arange(24, dtype=jnp.float32).reshape(4, 6)
+        return {
+            "contiguous": grid,
+            "sliced": grid[1:, ::2],
+            "transposed": grid.T,
+            "zero_size": jnp.zeros((0, 3), jnp.int16),
+            "zero_d": grid[2, 3],
+            "bool": jnp.ones(5, jnp.bool_),
+        }
+
+    def expected(self, obj):
+        return Expected(ptr=obj.unsafe_buffer_pointer(), shape=obj.shape,
+                        strides=_dense_strides(obj.shape), dtype=_dlpack_dtype(obj.dtype),
+                        device=(1, 0), readonly=True)

@@ -1,0 +1,374 @@
+"""The torch plugin: the AOTI reader, its validation and fallback, streams, and the exporter."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import interop_core  # noqa: E402
+from interop_core import _torch_reader  # noqa: E402
+from interop_core.plugins import ReadOnlyHandoffWarning, reader_for  # noqa: E402
+from interop_core.testing import Expected, PluginConformance  # noqa: E402
+
+DLPACK = {
+    torch.bool: (6, 8, 1), torch.int8: (0, 8, 1), torch.int16: (0, 16, 1),
+    torch.int32: (0, 32, 1), torch.int64: (0, 64, 1), torch.uint8: (1, 8, 1),
+    torch.float16: (2, 16, 1), torch.bfloat16: (4, 16, 1), torch.float32: (2, 32, 1),
+    torch.float64: (2, 64, 1), torch.complex64: (5, 64, 1), torch.complex128: (5, 128, 1),
+}
+DTYPES = list(DLPACK)
+
+
+def _layouts(device="cpu"):
+    base = torch.arange(60, dtype=torch.float64, device=device).reshape(5, 12)
+    return {
+        "contiguous": lambda: base.clone(),
+        "sliced": lambda: base[1:4, ::3],
+        "transposed": lambda: base.T,
+        "storage_offset": lambda: base.reshape(-1)[7:19],
+        "expanded": lambda: base[0].expand(3, 12),
+        "zero_size": lambda: base[:0],
+        "zero_d": lambda: base[2, 5],
+        "seven_d": lambda: torch.ones((1, 2, 1, 2, 1, 2, 1), device=device),
+    }
+
+
+def _expected(t):
+    device = (1, 0) if t.device.type == "cpu" else (2, t.device.index)
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), DLPACK[t.dtype], device)
+
+
+def _got(v):
+    return (v.ptr, v.shape, v.strides, v.dlpack_dtype, (v.device_type, v.device_id))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_validation():
+    # Tests that change the validation outcome must not leak it into other tests.
+    yield
+    _torch_reader.set_validation_result(None)
+
+
+@pytest.fixture(params=["keyset", "python_checks"])
+def detection(request):
+    """Both ways of spotting unusable tensors: the DispatchKeySet load and the Python API."""
+    _torch_reader.set_validation_result(True, keyset=request.param == "keyset")
+    status = _torch_reader.validation_status()
+    assert status["path"] == "aoti", status
+    return request.param
+
+
+# --- registration ------------------------------------------------------------------------------
+
+def test_plugin_package_is_this_worktrees():
+    import interop_torch
+
+    assert interop_torch.__file__.startswith(
+        str(__import__("pathlib").Path(interop_core.__file__).parent.parent))
+
+
+@pytest.mark.parametrize("t", [torch.Tensor, torch.nn.Parameter])
+def test_exact_types_use_the_plugins_torch_reader(t):
+    obj = torch.ones(2) if t is torch.Tensor else torch.nn.Parameter(torch.ones(2))
+    interop_core.view(obj)
+    entry = reader_for(type(obj))
+    assert (entry.plugin, entry.reader) == ("torch", "torch")
+    assert not entry.subclasses
+
+
+def test_parameter_is_registered_under_its_real_module():
+    assert (torch.nn.Parameter.__module__, torch.nn.Parameter.__qualname__) == (
+        "torch.nn.parameter", "Parameter")
+
+
+def test_validation_passes_on_this_torch():
+    interop_core.view(torch.ones(1))
+    status = _torch_reader.validation_status()
+    assert status["path"] == "aoti", status["reason"]
+    assert status["handle"] in ("direct", "maybe_owned")
+    assert status["keyset_offset"] is not None
+
+
+# --- metadata ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_view_matches_torch_metadata(detection, dtype, layout):
+    t = _layouts()[layout]().to(dtype) if layout in ("contiguous", "seven_d") else None
+    if t is None:
+        # Keep the layout (to(dtype) would make it contiguous): build it in the dtype.
+        base = torch.arange(60, device="cpu").to(dtype).reshape(5, 12)
+        t = {"sliced": base[1:4, ::3], "transposed": base.T,
+             "storage_offset": base.reshape(-1)[7:19], "expanded": base[0].expand(3, 12),
+             "zero_size": base[:0], "zero_d": base[2, 5]}[layout]
+    v = interop_core.view(t)
+    assert _got(v) == _expected(t)
+    assert v.readonly is False
+    assert v.owner is t
+
+
+def test_view_shares_memory_with_the_tensor():
+    t = torch.zeros(3, 4)
+    v = interop_core.view(t.T)
+    memoryview(v)[2, 1] = 7.0
+    assert t[1, 2].item() == 7.0
+
+
+@pytest.mark.parametrize(("dtype", "code"), [
+    (torch.uint16, (1, 16, 1)), (torch.uint32, (1, 32, 1)), (torch.uint64, (1, 64, 1)),
+    (torch.float8_e4m3fn, (10, 8, 1)), (torch.float8_e5m2, (12, 8, 1))], ids=str)
+def test_newer_dtypes_keep_their_dlpack_code(dtype, code):
+    t = torch.zeros(4, dtype=dtype)
+    v = interop_core.view(t)
+    assert v.dlpack_dtype == code
+    assert (v.ptr, v.shape, v.itemsize) == (t.data_ptr(), (4,), t.element_size())
+
+
+def test_requires_grad_and_parameters_are_fine():
+    p = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
+    g = torch.ones(3, requires_grad=True)
+    assert _got(interop_core.view(p)) == _expected(p)
+    assert _got(interop_core.view(g)) == _expected(g)
+
+
+def test_view_keeps_the_tensor_alive():
+    t = torch.arange(8.0)
+    ref = weakref.ref(t)
+    v = interop_core.view(t)
+    del t
+    gc.collect()
+    assert ref() is not None and v.owner is ref()
+    del v
+    gc.collect()
+    assert ref() is None
+
+
+def test_cpu_tensor_has_no_producer_stream():
+    v = interop_core.view(torch.ones(2), stream=0)
+    assert v.producer_stream is None
+
+
+# --- unusable tensors --------------------------------------------------------------------------
+
+def _unusable():
+    c = torch.arange(4.0).to(torch.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "conjugate": (c.conj(), "conjugate bit"),
+            "negative (conj().imag)": (c.conj().imag, "negative bit"),
+            "negative (_neg_view int)": (torch._neg_view(torch.ones(3, dtype=torch.int32)),
+                                         "negative bit"),
+            "sparse": (torch.ones(3).to_sparse(), "layout torch.sparse_coo"),
+            "sparse_csr": (torch.eye(3).to_sparse_csr(), "layout torch.sparse_csr"),
+            "quantized": (torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8),
+                          "quantized"),
+            "meta": (torch.ones(3, device="meta"), "meta device"),
+            "nested": (torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), "nested"),
+            "zero tensor": (torch._efficientzerotensor(3), "zero tensor"),
+        }
+
+
+@pytest.mark.parametrize("case", list(_unusable()))
+def test_unusable_tensors_raise_a_clear_error(detection, case):
+    t, words = _unusable()[case]
+    with pytest.raises(BufferError, match=words):
+        interop_core.view(t)
+
+
+@pytest.mark.parametrize("case", list(_unusable()))
+def test_unusable_tensors_raise_on_the_fallback_too(case):
+    _torch_reader.set_validation_result(False, "test")
+    t, words = _unusable()[case]
+    with pytest.raises(BufferError, match=words):
+        interop_core.view(t)
+
+
+def test_bit_set_in_place_is_seen_on_the_next_view():
+    t = torch.arange(3.0).to(torch.complex64)
+    interop_core.view(t)
+    torch._C._set_conj(t, True)
+    with pytest.raises(BufferError, match="conjugate"):
+        interop_core.view(t)
+    torch._C._set_conj(t, False)
+    assert interop_core.view(t).ptr == t.data_ptr()
+
+
+def test_resolved_tensors_are_fine():
+    c = torch.arange(4.0).to(torch.complex64)
+    r = c.conj().resolve_conj()
+    n = c.conj().imag.resolve_neg()
+    assert _got(interop_core.view(r)) == _expected(r)
+    assert _got(interop_core.view(n)) == _expected(n)
+
+
+# --- fallback ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_fallback_when_validation_fails_gives_the_same_metadata(layout):
+    _torch_reader.set_validation_result(False, "simulated canary mismatch")
+    status = _torch_reader.validation_status()
+    assert (status["path"], status["reason"]) == ("dlpack", "simulated canary mismatch")
+    t = _layouts()[layout]()
+    v = interop_core.view(t)
+    assert _got(v) == _expected(t)
+    # The keep-alive is torch's DLPack tensor holder, the owner the tensor itself.
+    assert v.owner is t
+
+
+def test_fallback_reads_requires_grad_tensors():
+    _torch_reader.set_validation_result(False, "test")
+    p = torch.nn.Parameter(torch.ones(2, 2))
+    assert _got(interop_core.view(p)) == _expected(p)
+
+
+def test_revalidation_restores_the_aoti_path():
+    _torch_reader.set_validation_result(False, "test")
+    _torch_reader.set_validation_result(True)
+    assert _torch_reader.validation_status()["path"] == "aoti"
+
+
+# --- subclasses --------------------------------------------------------------------------------
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+def test_subclass_never_takes_the_exact_type_path():
+    s = torch.arange(6.0).as_subclass(MyTensor)
+    v = interop_core.view(s)
+    assert v.ptr == s.data_ptr()
+    entry = interop_core._registry.entry_for(MyTensor)
+    assert entry.plugin is None and entry.reader != "torch"
+    assert reader_for(MyTensor).plugin is None
+
+
+def test_fake_tensor_does_not_take_the_torch_reader():
+    fake = pytest.importorskip("torch._subclasses.fake_tensor")
+    with fake.FakeTensorMode():
+        f = torch.ones(3)
+    assert type(f) is not torch.Tensor
+    with pytest.raises(BufferError, match="FakeTensor"):
+        interop_core.view(f)
+    assert reader_for(type(f)).reader != "torch"
+
+
+# --- exporter ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "sliced", "transposed", "zero_d", "zero_size"])
+def test_exporter_round_trip_is_zero_copy(dtype, layout):
+    base = torch.arange(60).to(dtype).reshape(5, 12)
+    t = {"contiguous": base, "sliced": base[1:4, ::3], "transposed": base.T,
+         "zero_d": base[2, 5], "zero_size": base[:0]}[layout]
+    v = interop_core.view(t)
+    out = interop_core.to(v, "torch")
+    assert type(out) is torch.Tensor
+    assert (out.data_ptr(), tuple(out.shape), out.stride(), out.dtype) == (
+        t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+
+
+def test_exported_tensor_keeps_the_view_alive():
+    t = torch.arange(6.0)
+    v = interop_core.view(t)
+    ref = weakref.ref(v)
+    out = interop_core.to(v, torch.Tensor)
+    del v, t
+    gc.collect()
+    assert ref() is not None
+    assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    del out
+    gc.collect()
+    assert ref() is None
+
+
+def test_exporting_readonly_memory_warns_once_and_shares_it():
+    src = bytes(range(8))
+    with pytest.warns(ReadOnlyHandoffWarning) as record:
+        out = interop_core.to(src, "torch")
+    assert len(record) == 1
+    assert out.dtype == torch.uint8 and out.tolist() == list(range(8))
+    assert out.data_ptr() == interop_core.view(src).ptr
+
+
+# --- streams -----------------------------------------------------------------------------------
+
+def test_stream_types_are_declared():
+    import interop_torch
+
+    assert interop_torch.stream_handle(type("S", (), {"cuda_stream": 1234})()) == 1234
+    assert interop_torch.producer_stream(torch.ones(1)) is None
+
+
+@pytest.mark.gpu
+def test_cuda_tensor_views_through_aoti():
+    t = torch.arange(24.0, device="cuda").reshape(4, 6)[1:, ::2]
+    v = interop_core.view(t)
+    assert _got(v) == _expected(t)
+    assert _torch_reader.validation_status()["cuda"] is True
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_cuda_layouts(layout):
+    t = _layouts("cuda")[layout]()
+    assert _got(interop_core.view(t)) == _expected(t)
+
+
+@pytest.mark.gpu
+def test_cuda_producer_stream_is_torchs_current_stream_on_a_non_default_stream():
+    import interop_torch
+
+    t = torch.ones(4, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        assert interop_torch.producer_stream(t) == s.cuda_stream
+        v = interop_core.view(t, stream=s)
+        if v.producer_stream is not None:
+            assert v.producer_stream == s.cuda_stream
+    assert interop_torch.producer_stream(t) == torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.gpu
+def test_cuda_exporter_round_trip():
+    t = torch.arange(12.0, device="cuda").reshape(3, 4).T
+    out = interop_core.to(interop_core.view(t), "torch")
+    assert (out.data_ptr(), out.stride(), out.device) == (t.data_ptr(), t.stride(), t.device)
+
+
+@pytest.mark.gpu
+def test_cuda_fallback_gives_the_same_metadata():
+    _torch_reader.set_validation_result(False, "test")
+    t = torch.arange(12.0, device="cuda").reshape(3, 4).T
+    assert _got(interop_core.view(t)) == _expected(t)
+
+
+# --- conformance kit ---------------------------------------------------------------------------
+
+class TestTorchPluginConformance(PluginConformance):
+    plugin_name = "torch"
+    framework_modules = ("torch",)
+    exporter_target = "torch"
+
+    def make_samples(self):
+        base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+        return {
+            "contiguous": base,
+            "sliced": base[1:, ::2],
+            "transposed": base.T,
+            "zero_size": torch.zeros((0, 3), dtype=torch.int16),
+            "zero_d": base[2, 3],
+            "bfloat16": torch.ones(3, 2, dtype=torch.bfloat16),
+            "complex": torch.ones(5, dtype=torch.complex64)[::2],
+            "bool": torch.ones(4, dtype=torch.bool),
+            "parameter": torch.nn.Parameter(torch.ones(3)),
+        }
+
+    def expected(self, obj):
+        return Expected(ptr=obj.data_ptr(), shape=tuple(obj.shape), strides=tuple(obj.stride()),
+                        dtype=DLPACK[obj.dtype], device=(1, 0), readonly=False)
