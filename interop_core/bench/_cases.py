@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ._harness import Measurement, Settings, measure, measure_threads
 
@@ -175,12 +176,12 @@ def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[
     if smv is not None:
         if hasattr(obj, "__dlpack__"):
             peers.append(("cuda.core from_dlpack",
-                          lambda: smv.from_dlpack(obj, stream_ptr=-1)))
+                          partial(smv.from_dlpack, obj, stream_ptr=-1)))
         peers.append(("cuda.core from_any_interface",
-                      lambda: smv.from_any_interface(obj, stream_ptr=-1)))
+                      partial(smv.from_any_interface, obj, stream_ptr=-1)))
     tvm = _tvm_from_dlpack()
     if tvm is not None and hasattr(obj, "__dlpack__"):
-        peers.append(("tvm_ffi.from_dlpack", lambda: tvm(obj)))
+        peers.append(("tvm_ffi.from_dlpack", partial(tvm, obj)))
     if hasattr(obj, "__dlpack__"):
         peers.append((f"{fw} __dlpack__ (capsule only)", obj.__dlpack__))
     if hasattr(type(obj), "__cuda_array_interface__"):
@@ -191,19 +192,19 @@ def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[
     if device == "cpu" and _installed("numpy") and hasattr(obj, "__dlpack__"):
         import numpy as np
 
-        peers.append(("np.from_dlpack", lambda: np.from_dlpack(obj)))
+        peers.append(("np.from_dlpack", partial(np.from_dlpack, obj)))
     if _installed("torch") and hasattr(obj, "__dlpack__") and fw != "torch":
         import torch
 
-        peers.append(("torch.from_dlpack", lambda: torch.from_dlpack(obj)))
+        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, obj)))
     if device == "cuda" and _installed("cupy") and fw != "cupy":
         import cupy
 
-        peers.append(("cupy.asarray", lambda: cupy.asarray(obj)))
+        peers.append(("cupy.asarray", partial(cupy.asarray, obj)))
     if device == "cuda" and _installed("numba") and hasattr(type(obj), "__cuda_array_interface__"):
         from numba import cuda
 
-        peers.append(("numba.cuda.as_cuda_array", lambda: cuda.as_cuda_array(obj)))
+        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, obj)))
     return peers
 
 
@@ -216,11 +217,11 @@ def _section_view(device: str, quick: bool) -> list[Case]:
     for dev in _devices(device):
         for fw, obj in samples(dev).items():
             group = f"view({fw} {dev})"
-            cases.append(Case("view", group, "interop_core view()", lambda o=obj: view(o),
+            cases.append(Case("view", group, "interop_core view()", partial(view, obj),
                               ours=True))
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("view", group, "interop_core StridedMemoryView.from_dlpack",
-                                  lambda o=obj: StridedMemoryView.from_dlpack(o), ours=True))
+                                  partial(StridedMemoryView.from_dlpack, obj), ours=True))
             cases += [Case("view", group, name, fn) for name, fn in _view_peers(fw, obj, dev)]
     return cases
 
@@ -259,18 +260,18 @@ def _section_stream(device: str, quick: bool) -> list[Case]:
             continue
         group = f"view({fw} cuda, stream=)"
         cases.append(Case("stream", group, f"interop_core view(stream={fw} stream)",
-                          lambda o=obj, s=stream: view(o, stream=s), ours=True))
+                          partial(view, obj, stream=stream), ours=True))
         cases.append(Case("stream", group, "interop_core view(stream=int handle)",
-                          lambda o=obj, h=handle: view(o, stream=h), ours=True))
+                          partial(view, obj, stream=handle), ours=True))
         if smv is not None:
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("stream", group, "cuda.core from_dlpack (synced)",
-                                  lambda o=obj, h=handle: smv.from_dlpack(o, stream_ptr=h)))
+                                  partial(smv.from_dlpack, obj, stream_ptr=handle)))
             cases.append(Case("stream", group, "cuda.core from_any_interface (synced)",
-                              lambda o=obj, h=handle: smv.from_any_interface(o, stream_ptr=h)))
+                              partial(smv.from_any_interface, obj, stream_ptr=handle)))
         if hasattr(obj, "__dlpack__"):
             cases.append(Case("stream", group, f"{fw} __dlpack__(stream=) (capsule only)",
-                              lambda o=obj, h=handle: o.__dlpack__(stream=h)))
+                              partial(obj.__dlpack__, stream=handle)))
     return cases
 
 
@@ -283,24 +284,24 @@ def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[]
     if target == "numpy":
         import numpy as np
 
-        peers.append(("np.from_dlpack", lambda: np.from_dlpack(src)))
+        peers.append(("np.from_dlpack", partial(np.from_dlpack, src)))
     elif target == "torch":
         import torch
 
-        peers.append(("torch.from_dlpack", lambda: torch.from_dlpack(src)))
+        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, src)))
     elif target == "cupy":
         import cupy
 
-        peers.append(("cupy.from_dlpack", lambda: cupy.from_dlpack(src)))
-        peers.append(("cupy.asarray", lambda: cupy.asarray(src)))
+        peers.append(("cupy.from_dlpack", partial(cupy.from_dlpack, src)))
+        peers.append(("cupy.asarray", partial(cupy.asarray, src)))
     elif target == "numba":
         from numba import cuda
 
-        peers.append(("numba.cuda.as_cuda_array", lambda: cuda.as_cuda_array(src)))
+        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, src)))
     elif target == "jax":
         import jax.dlpack
 
-        peers.append(("jax.dlpack.from_dlpack", lambda: jax.dlpack.from_dlpack(src)))
+        peers.append(("jax.dlpack.from_dlpack", partial(jax.dlpack.from_dlpack, src)))
     return peers
 
 
@@ -338,14 +339,14 @@ def _section_to(device: str, quick: bool) -> list[Case]:
                     continue
                 group = f"to({fw} {dev}, {target!r})"
                 cases.append(Case("to", group, "interop_core to()",
-                                  lambda s=src, t=target: to(s, t), ours=True))
+                                  partial(to, src, target), ours=True))
                 try:
                     v = view(src)
                 except Exception:
                     v = None
                 if v is not None:
                     cases.append(Case("to", group, "interop_core to(view) (export only)",
-                                      lambda v=v, t=target: to(v, t), ours=True))
+                                      partial(to, v, target), ours=True))
                 try:
                     peers = _to_peers(target, src, dev)
                 except Exception:
@@ -386,15 +387,15 @@ def _section_viewable(device: str, quick: bool) -> list[Case]:
             by_hand = _launcher(n, by_hand=view)
             bare = _launcher(n)
             cases.append(Case("viewable", group, "interop_core @viewable",
-                              lambda f=decorated, a=args: f(*a), ours=True))
+                              partial(decorated, *args), ours=True))
             cases.append(Case("viewable", group, "view() by hand in the launcher",
-                              lambda f=by_hand, a=args: f(*a), ours=True))
+                              partial(by_hand, *args), ours=True))
             if smv is not None and hasattr(obj, "__dlpack__"):
                 peer = _launcher(n, by_hand=lambda o: smv.from_dlpack(o, stream_ptr=-1))
                 cases.append(Case("viewable", group, "cuda.core from_dlpack by hand",
-                                  lambda f=peer, a=args: f(*a)))
+                                  partial(peer, *args)))
             cases.append(Case("viewable", group, "no conversion (bare call)",
-                              lambda f=bare, a=args: f(*a)))
+                              partial(bare, *args)))
     return cases
 
 
@@ -416,17 +417,17 @@ def _section_ndim(device: str, quick: bool) -> list[Case]:
         for ndim in ndims:
             for fw, obj in _ndim_objects(dev, ndim).items():
                 group = f"ndim={ndim:>2} {fw} {dev}"
-                cases.append(Case("ndim", group, "interop_core view()", lambda o=obj: view(o),
+                cases.append(Case("ndim", group, "interop_core view()", partial(view, obj),
                                   ours=True))
                 cases.append(Case("ndim", group, "interop_core view().shape",
                                   lambda o=obj: view(o).shape, ours=True))
                 if smv is not None:
                     cases.append(Case("ndim", group, "cuda.core from_dlpack",
-                                      lambda o=obj: smv.from_dlpack(o, stream_ptr=-1)))
+                                      partial(smv.from_dlpack, obj, stream_ptr=-1)))
                     cases.append(Case("ndim", group, "cuda.core from_dlpack().shape",
                                       lambda o=obj: smv.from_dlpack(o, stream_ptr=-1).shape))
                 if tvm is not None:
-                    cases.append(Case("ndim", group, "tvm_ffi.from_dlpack", lambda o=obj: tvm(o)))
+                    cases.append(Case("ndim", group, "tvm_ffi.from_dlpack", partial(tvm, obj)))
     return cases
 
 
@@ -454,11 +455,11 @@ def _section_threads(device: str, quick: bool) -> list[Case]:
             for threads in (1, 2, 4, 8):
                 group = f"threads={threads} view({fw} {dev})"
                 cases.append(Case("threads", group, "interop_core view()",
-                                  runner=_threads_runner(lambda o=obj: view(o), threads),
+                                  runner=_threads_runner(partial(view, obj), threads),
                                   ours=True))
                 if smv is not None and hasattr(obj, "__dlpack__"):
                     cases.append(Case("threads", group, "cuda.core from_dlpack", runner=(
-                        _threads_runner(lambda o=obj: smv.from_dlpack(o, stream_ptr=-1),
+                        _threads_runner(partial(smv.from_dlpack, obj, stream_ptr=-1),
                                         threads))))
     return cases
 
@@ -521,7 +522,7 @@ def _section_dispatch(device: str, quick: bool) -> list[Case]:
     cases = []
     for label, obj in objects.items():
         group = f"dispatch {label}"
-        cases.append(Case("dispatch", group, "interop_core view()", lambda o=obj: view(o),
+        cases.append(Case("dispatch", group, "interop_core view()", partial(view, obj),
                           ours=True))
         cases.append(Case("dispatch", group, "table lookup added to the reader (in C)",
                           runner=_dispatch_runner(obj, blocks), ours=True))
@@ -567,11 +568,11 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     def fallback_on():
         mod.set_validation_result(False, "benchmark: forced fallback")
 
-    cases = [Case("readers", group, ours, lambda: view(t), ours=True),
+    cases = [Case("readers", group, ours, partial(view, t), ours=True),
              Case("readers", group, "interop_core view() (AOTI, Python-API checks)", ours=True,
-                  runner=_stateful(lambda: view(t), checks_on, restore)),
+                  runner=_stateful(partial(view, t), checks_on, restore)),
              Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
-                  runner=_stateful(lambda: view(t), fallback_on, restore))]
+                  runner=_stateful(partial(view, t), fallback_on, restore))]
     for entry_name, label in (("dlpack_c_exchange_api", "DLPack C exchange API reader"),
                               ("dunder_dlpack", "__dlpack__ reader")):
         try:
@@ -579,7 +580,7 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
         except Exception:
             continue
         cases.append(Case("readers", group, f"interop_core {label} (core, generic)",
-                          lambda e=entry: _registry.read_with(e, t), ours=True))
+                          partial(_registry.read_with, entry, t), ours=True))
     try:
         v = view(t)
     except Exception:
@@ -587,11 +588,11 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     import torch
 
     group = f"readers: to(view, 'torch') {dev}"
-    cases += [Case("readers", group, "interop_core to(view, 'torch')", lambda: to(v, "torch"),
+    cases += [Case("readers", group, "interop_core to(view, 'torch')", partial(to, v, "torch"),
                    ours=True),
               Case("readers", group, "interop_core _torch_reader.to_torch(view)",
-                   lambda: mod.to_torch(v), ours=True),
-              Case("readers", group, "torch.from_dlpack(view)", lambda: torch.from_dlpack(v))]
+                   partial(mod.to_torch, v), ours=True),
+              Case("readers", group, "torch.from_dlpack(view)", partial(torch.from_dlpack, v))]
     return cases
 
 
@@ -609,12 +610,12 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
     def restore():
         mod.set_validation_result(None)
 
-    return [Case("readers", group, "interop_core view() (plugin reader)", lambda: view(obj),
+    return [Case("readers", group, "interop_core view() (plugin reader)", partial(view, obj),
                  ours=True),
             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
-                 runner=_stateful(lambda: view(obj), fallback_on, restore)),
+                 runner=_stateful(partial(view, obj), fallback_on, restore)),
             Case("readers", group, "interop_core StridedMemoryView.from_any (core, generic)",
-                 lambda: StridedMemoryView.from_any(obj), ours=True)]
+                 partial(StridedMemoryView.from_any, obj), ours=True)]
 
 
 def _section_readers(device: str, quick: bool) -> list[Case]:

@@ -1,7 +1,9 @@
 """The timing harness: warm-up, calibration to a minimum batch time, median of repeats.
 
-Each measurement calls a zero-argument callable in a tight loop (``timeit``), so the per-call
-figure includes the Python call overhead a user pays, and nothing else.  The median of several
+Each measurement calls a zero-argument callable in a tight loop (``timeit``).  The suite passes
+``functools.partial(fn, obj, ...)`` objects, called from C without a Python frame, so the figure
+is the call a user's code makes (argument passing included) and nothing of the harness; the
+timeit loop itself adds a few ns, the same for every path.  The median of several
 calibrated batches is robust to the scheduler noise of a shared machine; ratios between paths
 measured in the same run are what to read, not absolute figures across machines.
 """
