@@ -215,7 +215,8 @@ def plot(results: list[Measurement], path: str, title: str) -> None:
         by_section = {"(no results)": []}
     heights = [max(len(rows), 3) * 0.22 + 0.8 for rows in by_section.values()]
     fig, axes = plt.subplots(len(heights), 1, figsize=(11, sum(heights) + 0.6),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+                             gridspec_kw={"height_ratios": heights}, squeeze=False,
+                             layout="constrained")
     for ax, (section, rows) in zip(axes[:, 0], by_section.items(), strict=True):
         labels = [f"{r.group}  {r.name}" for r in rows]
         colors = ["#1f77b4" if r.ours else "#bbbbbb" for r in rows]
@@ -231,6 +232,5 @@ def plot(results: list[Measurement], path: str, title: str) -> None:
     axes[-1, 0].set_xlabel("ns per call (log scale); blue: interop-core, grey: peers",
                            fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
