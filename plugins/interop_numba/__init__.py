@@ -1,8 +1,108 @@
-"""interop-core plugin for numba (being written: this placeholder registers nothing yet)."""
+"""interop-core plugin for numba's CUDA arrays.
+
+Registers numba's exact device-array types (``DeviceNDArray``, ``MappedNDArray``,
+``ManagedNDArray``, under both the built-in ``numba.cuda`` and the numba-cuda package's module
+paths) with the core's compiled reader ``"numba"`` (:mod:`interop_core._numba_reader`), numba's
+stream class, and the ``"numba"`` exporter.  Loading this plugin never imports numba.
+
+The reader reads the arrays' public attributes from C after validating that path once per
+process against ``__cuda_array_interface__``; the producer stream is the interface's ``stream``
+field (the stream the array is bound to; none when it is bound to none).
+
+Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) "device" arrays are
+``FakeCUDAArray`` objects over numpy arrays in host memory: they are read as the host memory
+they are (reader ``"numba_simulator"``), and the exporter wraps host memory in them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 import interop_core
 
+__all__ = ["interop_core_register", "export_numba", "producer_stream", "ARRAY_TYPES",
+           "SIMULATOR_TYPES", "STREAM_TYPES"]
+
+_MODULES = ("numba.cuda.cudadrv.devicearray", "numba_cuda.numba.cuda.cudadrv.devicearray")
+#: Exact device-array types ("module:QualName", resolved lazily; absent ones never resolve).
+ARRAY_TYPES = tuple(f"{module}:{name}" for module in _MODULES
+                    for name in ("DeviceNDArray", "MappedNDArray", "ManagedNDArray"))
+#: The CUDA simulator's array type.
+SIMULATOR_TYPES = tuple(f"{prefix}.cuda.simulator.cudadrv.devicearray:FakeCUDAArray"
+                        for prefix in ("numba", "numba_cuda.numba"))
+#: numba's stream class (``int(stream)`` is the ``CUstream``).
+STREAM_TYPES = tuple(f"{prefix}.cuda.cudadrv.driver:Stream"
+                     for prefix in ("numba", "numba_cuda.numba"))
+
+
+def producer_stream(obj: Any) -> int | None:
+    """The ``stream`` field of ``obj``'s CUDA Array Interface (``None``: no stream bound)."""
+    from interop_core import _numba_reader
+
+    return _numba_reader.producer_stream(obj)
+
+
+def _stream_handle(stream: Any) -> int:
+    return int(stream)
+
+
+def _simulator_enabled() -> bool:
+    import numba.cuda
+
+    return bool(getattr(numba.cuda, "simulator_enabled", False)) or (
+        "simulator" in getattr(numba.cuda.to_device, "__module__", ""))
+
+
+def export_numba(view: Any, stream: Any = None) -> Any:
+    """A numba device array over the same memory as ``view``, keeping ``view`` alive.
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+        Of CUDA device, pinned host or managed memory (host memory under the CUDA simulator).
+    stream : optional
+        The consumer stream (ordering was done by :func:`interop_core.view`).
+
+    Returns
+    -------
+    numba.cuda.cudadrv.devicearray.DeviceNDArray
+        (a ``FakeCUDAArray`` under the simulator).  numba arrays cannot be read-only: ``to()``
+        warns when ``view`` is.
+
+    Raises
+    ------
+    BufferError
+        For host memory (numba device arrays hold CUDA memory; copy with
+        ``numba.cuda.to_device``), or for device memory under the simulator.
+    """
+    from numba import cuda
+
+    if _simulator_enabled():
+        if not view.is_host_accessible or view.device_type != 1:
+            raise BufferError("numba's CUDA simulator holds host memory only; this view is of "
+                              f"device type {view.device_type}")
+        import numpy as np
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.asarray(view))
+    if view.device_type not in (2, 3, 13):
+        raise BufferError(
+            f"cannot hand memory of device type {view.device_type} to numba without a copy: "
+            "numba device arrays hold CUDA memory; copy it with numba.cuda.to_device(...) "
+            "instead")
+    return cuda.from_cuda_array_interface(view.__cuda_array_interface__, owner=view, sync=False)
+
 
 @interop_core.hookimpl
-def interop_core_register(registry):
-    """Declare nothing yet."""
+def interop_core_register(registry: Any) -> None:
+    """Declare numba's device-array types, stream type and exporter (imports no numba)."""
+    from interop_core import _numba_reader  # noqa: F401  (registers the core readers)
+
+    for path in ARRAY_TYPES:
+        registry.add_type(path, reader="numba", producer_stream=producer_stream)
+    for path in SIMULATOR_TYPES:
+        registry.add_type(path, reader="numba_simulator")
+    for path in STREAM_TYPES:
+        registry.add_stream_type(path, handle=_stream_handle)
+    registry.add_exporter("numba", export_numba, types=ARRAY_TYPES + SIMULATOR_TYPES,
+                          preserves_readonly=False)

@@ -1,0 +1,8 @@
+# The compiled reader for exact cupy.ndarray objects (registered as core reader "cupy").
+
+from ._record cimport ViewRecord
+
+# Fill `rec` from a cupy.ndarray, return the keep-alive (the array itself, or what the chosen
+# protocol returned).  The first call validates the attribute path against cupy's own
+# __cuda_array_interface__ on canary arrays and picks the fastest path that validates.
+cdef object read_cupy(object obj, object stream, ViewRecord* rec)

@@ -1,0 +1,348 @@
+# The reader for exact cupy.ndarray objects.  cupy's own __cuda_array_interface__ builds a dict
+# (and asks for the current stream) on every call; reading the array's public attributes from C
+# is several times cheaper.  cupy 14 publishes no __dlpack_c_exchange_api__, but a later cupy may:
+# then the C exchange API is validated and timed against the attribute path, and the faster of
+# the two that validates is used.  Nothing here imports cupy: the first object read proves cupy
+# is imported, and the validation takes the module from sys.modules.
+
+import sys
+
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from ._cuda cimport pointer_device
+from ._dlpack cimport has_exchange_api, read_dlpack_exchange_api
+from ._dlpack_abi cimport DLDataType, kDLCUDA, kDLCUDAManaged
+from ._dtypes cimport dtype_from_object, record_set_dtype
+from ._interfaces cimport read_cuda_array_interface
+from ._record cimport ViewRecord, extents_free, extents_resize, record_init
+from ._registry cimport add_core_reader
+from ._streams cimport resolve_stream
+
+__all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
+
+cdef enum:
+    MODE_UNCHECKED = 0      # the next read validates and chooses
+    MODE_ATTRIBUTES = 1     # .data.ptr / .shape / .strides / .dtype read from C
+    MODE_EXCHANGE_API = 2   # the type's __dlpack_c_exchange_api__
+    MODE_CAI = 3            # cupy's __cuda_array_interface__ (the fallback)
+
+MODES = ("unchecked", "attributes", "dlpack_c_exchange_api", "cuda_array_interface")
+
+cdef int _mode = MODE_UNCHECKED
+cdef object _failure = None        # str: why the attribute path was rejected (None: it was not)
+cdef object _current_stream = None  # cupy.cuda.get_current_stream, bound once cupy is seen
+cdef object _managed_type = None    # cupy.cuda.memory.ManagedMemory: memory of kind "managed"
+cdef object _unowned_type = None    # cupy.cuda.memory.UnownedMemory: any memory; ask the driver
+
+
+# --- dtype: cupy dtypes are numpy dtypes; the builtin ones are singletons, so a few identity
+# slots in front of the table's lookup skip hashing a dtype on every call. --------------------
+
+cdef enum:
+    DTYPE_SLOTS = 8
+
+cdef PyObject* _dtype_keys[DTYPE_SLOTS]  # strong references to the dtypes cached (owned here,
+                                         # released when a slot is reused)
+cdef DLDataType _dtype_values[DTYPE_SLOTS]
+cdef int _dtype_next = 0
+
+
+cdef int _record_dtype(ViewRecord* rec, object dtype) except -1:
+    global _dtype_next
+    cdef int i
+    for i in range(DTYPE_SLOTS):
+        if _dtype_keys[i] == <PyObject*> dtype:
+            return record_set_dtype(rec, _dtype_values[i], False)
+    cdef DLDataType dt
+    dtype_from_object(dtype, &dt)
+    record_set_dtype(rec, dt, False)
+    i = _dtype_next
+    Py_XDECREF(_dtype_keys[i])
+    Py_INCREF(dtype)
+    _dtype_keys[i] = <PyObject*> dtype
+    _dtype_values[i] = dt
+    _dtype_next = (i + 1) % DTYPE_SLOTS
+    return 0
+
+
+# --- the attribute path ------------------------------------------------------------------------
+
+cdef object _read_attributes(object obj, ViewRecord* rec):
+    memptr = obj.data           # cupy.cuda.MemoryPointer: ptr is element 0, offset applied
+    cdef uintptr_t ptr = <uintptr_t> <unsigned long long> memptr.ptr
+    cdef int32_t device_id = memptr.device_id
+    shape = obj.shape
+    strides = obj.strides
+    _record_dtype(rec, obj.dtype)
+    cdef Py_ssize_t n = len(<tuple> shape)
+    if len(<tuple> strides) != n:
+        raise BufferError(f"cupy.ndarray has {n} extents but {len(strides)} strides")
+    extents_resize(&rec.ext, <int> n)
+    cdef Py_ssize_t i
+    cdef int64_t itemsize = rec.itemsize
+    cdef int64_t s
+    for i in range(n):
+        rec.ext.shape[i] = <int64_t> (<tuple> shape)[i]
+        s = <int64_t> (<tuple> strides)[i]
+        if s % itemsize:
+            raise BufferError(
+                f"cupy.ndarray stride of {s} bytes is not a multiple of its itemsize {itemsize}")
+        rec.ext.strides[i] = s // itemsize
+    rec.ptr = ptr
+    rec.device_type = kDLCUDA
+    rec.device_id = device_id
+    rec.readonly = False
+    mem_type = type(memptr.mem)
+    if mem_type is _managed_type:
+        rec.device_type = kDLCUDAManaged
+    elif mem_type is _unowned_type and ptr != 0:
+        # Wrapped foreign memory may be pinned host or managed: the driver knows.
+        pointer_device(ptr, &rec.device_type, &rec.device_id)
+    return obj
+
+
+cdef int _set_producer_stream(object obj, ViewRecord* rec) except -1:
+    # cupy's current stream on the array's device; ptr 0 is the legacy default stream, which is
+    # what cupy launches on then, so it is reported as handle 0 rather than as "none".
+    global _current_stream
+    if _current_stream is None:
+        _bind_cupy()
+    rec.producer_stream = <intptr_t> <Py_ssize_t> _current_stream(rec.device_id).ptr
+    rec.has_producer_stream = True
+    return 0
+
+
+cdef object read_cupy(object obj, object stream, ViewRecord* rec):
+    cdef intptr_t consumer = 0
+    cdef int ordered = resolve_stream(stream, &consumer)
+    if _mode == MODE_ATTRIBUTES:
+        keepalive = _read_attributes(obj, rec)
+        if ordered:
+            _set_producer_stream(obj, rec)
+        return keepalive
+    if _mode == MODE_EXCHANGE_API:
+        return read_dlpack_exchange_api(obj, stream, rec)
+    if _mode == MODE_CAI:
+        return read_cuda_array_interface(obj, stream, rec)
+    _choose(type(obj))
+    return read_cupy(obj, stream, rec)
+
+
+add_core_reader("cupy", read_cupy)
+
+
+# --- validation (once per process) -------------------------------------------------------------
+
+cdef object _bind_cupy():
+    global _current_stream, _managed_type, _unowned_type
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        raise RuntimeError("cupy is not imported")
+    _current_stream = cupy.cuda.get_current_stream
+    memory = cupy.cuda.memory
+    _managed_type = getattr(memory, "ManagedMemory", None)
+    _unowned_type = getattr(memory, "UnownedMemory", None)
+    return cupy
+
+
+cdef str _compare(ViewRecord* got, ViewRecord* want, str what):
+    cdef int i
+    cdef int64_t volume = 1
+    if got.ext.ndim != want.ext.ndim:
+        return f"{what}: ndim {got.ext.ndim} != {want.ext.ndim}"
+    for i in range(got.ext.ndim):
+        if got.ext.shape[i] != want.ext.shape[i]:
+            return f"{what}: shape[{i}] {got.ext.shape[i]} != {want.ext.shape[i]}"
+        volume *= got.ext.shape[i]
+    if volume:
+        if got.ptr != want.ptr:
+            return f"{what}: ptr {got.ptr:#x} != {want.ptr:#x}"
+        for i in range(got.ext.ndim):
+            # A stride is meaningless along an extent of 1.
+            if got.ext.shape[i] > 1 and got.ext.strides[i] != want.ext.strides[i]:
+                return f"{what}: strides[{i}] {got.ext.strides[i]} != {want.ext.strides[i]}"
+    if (got.dtype.code != want.dtype.code or got.dtype.bits != want.dtype.bits
+            or got.dtype.lanes != want.dtype.lanes):
+        return f"{what}: dtype differs"
+    if volume and (got.device_type != want.device_type or got.device_id != want.device_id):
+        return (f"{what}: device ({got.device_type}, {got.device_id}) != "
+                f"({want.device_type}, {want.device_id})")
+    if got.readonly != want.readonly:
+        return f"{what}: readonly differs"
+    return None
+
+
+cdef str _check_path(int path, object sample, str what):
+    cdef ViewRecord got
+    cdef ViewRecord want
+    record_init(&got)
+    record_init(&want)
+    try:
+        read_cuda_array_interface(sample, None, &want)
+        if path == MODE_ATTRIBUTES:
+            _read_attributes(sample, &got)
+        else:
+            keep = read_dlpack_exchange_api(sample, None, &got)  # noqa: F841 (holds the tensor)
+        problem = _compare(&got, &want, what)
+        if problem is None and path == MODE_ATTRIBUTES:
+            # The Python API, too: the pointer and device cupy itself reports.
+            if sample.size and got.ptr != <uintptr_t> <unsigned long long> sample.data.ptr:
+                problem = f"{what}: ptr differs from .data.ptr"
+            elif got.device_id != sample.device.id:
+                problem = f"{what}: device differs from .device.id"
+        return problem
+    finally:
+        extents_free(&got.ext)
+        extents_free(&want.ext)
+
+
+cdef list _canaries(cupy):
+    base = cupy.arange(24, dtype=cupy.float32).reshape(4, 6)
+    return [
+        ("contiguous", base),
+        ("sliced", base[1:, ::2]),
+        ("transposed", base.T),
+        ("negative strides", base[::-1, 1:]),
+        ("offset", cupy.arange(10, dtype=cupy.complex64)[3:]),
+        ("int16", cupy.zeros((3, 5), dtype=cupy.int16)[:, 1:4]),
+        ("bool", cupy.ones((5,), dtype=cupy.bool_)[::2]),
+        ("zero-size", cupy.zeros((0, 3), dtype=cupy.int8)),
+        ("0-d", base[2, 3]),
+        ("4-d", cupy.zeros((2, 3, 4, 5), dtype=cupy.float64).transpose(3, 1, 0, 2)),
+    ]
+
+
+cdef double _time_path(int path, object sample):
+    # Best of a few short batches: enough to rank two paths that differ by tens of ns.
+    cdef ViewRecord rec
+    cdef timespec start, end
+    cdef double best = 1e300, elapsed
+    cdef int rounds, i
+    record_init(&rec)
+    try:
+        for rounds in range(5):
+            clock_gettime(CLOCK_MONOTONIC, &start)
+            for i in range(200):
+                if path == MODE_ATTRIBUTES:
+                    _read_attributes(sample, &rec)
+                else:
+                    read_dlpack_exchange_api(sample, None, &rec)
+            clock_gettime(CLOCK_MONOTONIC, &end)
+            elapsed = (end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec)
+            if elapsed < best:
+                best = elapsed
+    finally:
+        extents_free(&rec.ext)
+    return best / 200
+
+
+cdef int _choose(type t) except -1:
+    global _mode, _failure
+    try:
+        cupy = _bind_cupy()
+        samples = _canaries(cupy)
+        problem = None
+        for what, sample in samples:
+            problem = _check_path(MODE_ATTRIBUTES, sample, what)
+            if problem is not None:
+                break
+    except Exception as exc:
+        samples = None
+        problem = f"validation raised {type(exc).__name__}: {exc}"
+    chosen = MODE_ATTRIBUTES if problem is None else MODE_CAI
+    _failure = problem
+    if samples is not None and has_exchange_api(t):
+        try:
+            for what, sample in samples:
+                if _check_path(MODE_EXCHANGE_API, sample, what) is not None:
+                    break
+            else:
+                if (chosen == MODE_CAI or _time_path(MODE_EXCHANGE_API, samples[0][1])
+                        < _time_path(MODE_ATTRIBUTES, samples[0][1])):
+                    chosen = MODE_EXCHANGE_API
+        except Exception:
+            pass
+    _mode = chosen
+    return 0
+
+
+# --- Python API (tests, diagnostics) -----------------------------------------------------------
+
+def mode():
+    """The path the cupy reader uses in this process.
+
+    Returns
+    -------
+    str
+        One of :data:`MODES`: ``"unchecked"`` until the first cupy array is read, then
+        ``"attributes"``, ``"dlpack_c_exchange_api"`` or ``"cuda_array_interface"`` (the
+        fallback when the faster paths did not validate).
+    """
+    return MODES[_mode]
+
+
+def failure():
+    """Why the attribute path was rejected, or ``None`` when it validated (or is unchecked).
+
+    Returns
+    -------
+    str or None
+    """
+    return _failure
+
+
+def validate(type t=None):
+    """Validate the fast paths now (normally done by the first read) and choose one.
+
+    Parameters
+    ----------
+    t : type, optional
+        The array type, to look for a DLPack C exchange API (``cupy.ndarray`` by default).
+
+    Returns
+    -------
+    str
+        The chosen mode (see :func:`mode`).
+    """
+    if t is None:
+        cupy = sys.modules.get("cupy")
+        if cupy is None:
+            raise RuntimeError("cupy is not imported")
+        t = cupy.ndarray
+    _choose(t)
+    return MODES[_mode]
+
+
+def set_mode(str name):
+    """Force the path (for tests that simulate a failed validation); ``"unchecked"`` resets.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`MODES`.
+    """
+    global _mode, _failure
+    if name not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {name!r}")
+    _mode = MODES.index(name)
+    _failure = None
+
+
+def producer_stream(obj):
+    """cupy's current stream on the device of ``obj`` (a cupy array), as a CUstream handle.
+
+    Parameters
+    ----------
+    obj : cupy.ndarray
+
+    Returns
+    -------
+    int
+        ``0`` is the legacy default stream (cupy's default when no stream is current).
+    """
+    if _current_stream is None:
+        _bind_cupy()
+    return _current_stream(obj.data.device_id).ptr
