@@ -618,16 +618,92 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
                  partial(StridedMemoryView.from_any, obj), ours=True)]
 
 
+def _mode_note(mod) -> str:
+    try:
+        failure = mod.failure()
+        return f"reader mode: {mod.mode()}" + (f" ({failure})" if failure else "")
+    except Exception:
+        return ""
+
+
+def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
+    from .. import StridedMemoryView, to, view
+
+    mod = _reader_module("_cupy_reader")
+    if mod is None:
+        return []
+    view(a)  # the plugin validates its reader on first use; the mode is then known
+    group = f"readers: view(cupy {dev})"
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, a),
+                  ours=True, note=_mode_note(mod)),
+             Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
+                  partial(StridedMemoryView.from_cuda_array_interface, a), ours=True),
+             Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",
+                  partial(StridedMemoryView.from_dlpack, a), ours=True)]
+    try:
+        import cupy
+        import interop_cupy
+    except ImportError:
+        return cases
+    v = view(a)
+    group = f"readers: to(view, 'cupy') {dev}"
+    original = getattr(interop_cupy, "EXPORT_PATH", None)
+    for path in ("memory", "dlpack"):
+        if original is None:
+            break
+
+        def enter(path=path):
+            interop_cupy.EXPORT_PATH = path
+
+        def leave():
+            interop_cupy.EXPORT_PATH = original
+
+        cases.append(Case("readers", group, f"interop_core to(view, 'cupy') (export: {path})",
+                          ours=True, runner=_stateful(partial(to, v, "cupy"), enter, leave)))
+    cases += [Case("readers", group, "cupy.from_dlpack(view)", partial(cupy.from_dlpack, v)),
+              Case("readers", group, "cupy.asarray(view)", partial(cupy.asarray, v))]
+    return cases
+
+
+def _numba_reader_cases(dev: str, d: object) -> list[Case]:
+    from .. import StridedMemoryView, view
+
+    mod = _reader_module("_numba_reader")
+    if mod is None:
+        return []
+    view(d)
+    group = f"readers: view(numba {dev})"
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, d),
+                  ours=True, note=_mode_note(mod)),
+             Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
+                  partial(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
+    try:
+        sliced = d[1:, ::2]
+    except Exception:
+        return cases
+    cases.append(Case("readers", f"readers: view(numba {dev}, sliced [1:, ::2])",
+                      "interop_core view() (plugin reader)", partial(view, sliced), ours=True))
+    return cases
+
+
 def _section_readers(device: str, quick: bool) -> list[Case]:
     """The first-party plugins' compiled readers against their own fallbacks and the generic
     path (what a type gets with no plugin, or when a framework's internals changed)."""
     cases = []
     for dev in _devices(device):
         for fw, obj in samples(dev).items():
-            if fw == "torch":
-                cases += _torch_reader_cases(dev, obj)
-            elif fw in ("numpy", "jax"):
-                cases += _array_reader_cases(fw, dev, obj)
+            try:
+                if fw == "torch":
+                    cases += _torch_reader_cases(dev, obj)
+                elif fw in ("numpy", "jax"):
+                    cases += _array_reader_cases(fw, dev, obj)
+                elif fw == "cupy":
+                    cases += _cupy_reader_cases(dev, obj)
+                elif fw == "numba":
+                    cases += _numba_reader_cases(dev, obj)
+            except Exception as exc:  # one plugin's setup failing leaves the others measured
+                cases.append(Case("readers", f"readers: view({fw} {dev})", "setup",
+                                  runner=_raiser(exc)))
     return cases
 
 
