@@ -75,19 +75,20 @@ def _cuda_present() -> bool:
         return False
 
 
-def samples(device: str, shape: tuple = (64, 64)) -> dict[str, object]:
-    """One float32 object per framework installed, in host (``"cpu"``) or CUDA memory."""
+def samples(device: str, shape: tuple = (64, 64),
+            only: tuple[str, ...] = FRAMEWORKS) -> dict[str, object]:
+    """One float32 object per framework installed (of ``only``), in host or CUDA memory."""
     out: dict[str, object] = {}
     if device == "cpu":
-        if _installed("numpy"):
+        if _installed("numpy") and "numpy" in only:
             import numpy as np
 
             out["numpy"] = np.zeros(shape, dtype=np.float32)
-        if _installed("torch"):
+        if _installed("torch") and "torch" in only:
             import torch
 
             out["torch"] = torch.zeros(shape, dtype=torch.float32)
-        if _installed("jax"):
+        if _installed("jax") and "jax" in only:
             try:
                 import jax
 
@@ -130,6 +131,8 @@ def samples(device: str, shape: tuple = (64, 64)) -> dict[str, object]:
 
         makers["jax"] = _jax
     for name, make in makers.items():
+        if name not in only:
+            continue
         try:
             out[name] = make()
         except Exception:  # a framework without a working CUDA build here is simply absent
@@ -403,7 +406,7 @@ def _ndim_objects(dev: str, ndim: int) -> dict[str, object]:
     # Mostly size-1 dimensions so a 64-d object stays small; the first few have extent 2 so
     # the strides are not all trivial.
     shape = tuple(2 if i < 4 else 1 for i in range(ndim))
-    return {fw: obj for fw, obj in samples(dev, shape).items() if fw in ("numpy", "torch")}
+    return samples(dev, shape, only=("numpy", "torch"))
 
 
 def _section_ndim(device: str, quick: bool) -> list[Case]:
