@@ -96,6 +96,11 @@ def run_command(args: argparse.Namespace) -> int:
             print("bench: --plot needs matplotlib, which is not installed here: "
                   "pip install matplotlib (or the interop-core[bench] extra)", file=sys.stderr)
             return 2
+    from ._cases import _cuda_present
+
+    if args.device == "cuda" and not _cuda_present():
+        print("bench: --device cuda, but no CUDA device was found here (no libcuda or no "
+              "device): only the device-independent sections run", file=sys.stderr)
     start = time.perf_counter()
     results = run(args.device, args.quick, args.section, progress=not args.no_progress)
     env = environment()
