@@ -3,7 +3,8 @@
 With no subcommand, each installed framework hands a tensor to interop-core; the demo prints the
 view, proves it is zero-copy by writing through an export of it, and hands it on to the next
 framework.  ``plugins`` lists the plugins interop-core knows of and their status; ``doctor``
-reports the Python, the frameworks and the CUDA driver and devices found here.
+reports the Python, the frameworks and the CUDA driver and devices found here; ``bench`` times
+interop-core beside every peer installed here (see ``python -m interop_core bench --help``).
 """
 
 from __future__ import annotations
@@ -303,6 +304,13 @@ def _doctor(do_import: bool, as_json: bool) -> int:
     return 0
 
 
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    # The suite (and numpy, which it imports) loads only when ``bench`` runs.
+    from .bench import add_arguments
+
+    add_arguments(parser)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -317,14 +325,20 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="python -m interop_core", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="{plugins,doctor}")
+    commands = parser.add_subparsers(dest="command", metavar="{plugins,doctor,bench}")
     plugins = commands.add_parser("plugins", help="list plugins: types claimed, status")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
     doctor = commands.add_parser("doctor", help="Python, frameworks, CUDA driver and devices")
     doctor.add_argument("--import", dest="do_import", action="store_true",
                         help="import each installed framework (slow) and report what it says")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    bench = commands.add_parser("bench", help="time interop-core beside every peer installed")
+    _bench_arguments(bench)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from .bench import run_command
+
+        return run_command(args)
     if args.command == "plugins":
         return _plugins(args.json)
     if args.command == "doctor":

@@ -5,9 +5,10 @@
 # function may be defined before interop_core.view is importable), turned into a tuple of small
 # C records, and each call only looks at the designated positions / keywords.
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 from ._view cimport StridedMemoryView
 
@@ -16,6 +17,12 @@ __all__ = ["viewable"]
 cdef extern from "Python.h":
     # Python 3's two-argument form (Cython's bundled declaration still has the 2.x one).
     object _bind_method "PyMethod_New"(object func, object instance)
+    # kwargs may be NULL (no keywords): no empty dict is made for the forwarded call.
+    object _call_with "PyObject_Call"(object callable, object args, PyObject* kwargs)
+    ctypedef PyObject* (*ternaryfunc)(PyObject*, PyObject*, PyObject*)
+    # Only the slot we set; the real struct is CPython's.
+    ctypedef struct _CallSlot "PyTypeObject":
+        ternaryfunc tp_call
 
 # interop_core.view, looked up on the first call of any wrapper (the registry module may import
 # this one, so a module-level import here could be circular). Module-owned strong reference.
@@ -270,39 +277,9 @@ cdef class _ViewableFunction:
                       f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
 
     def __call__(self, *args, **kwargs):
-        cdef _Param p
-        cdef list new_args = None
-        cdef object stream = None
-        if not self._ready:
-            self._prepare()
-        if self._stream is not None:
-            stream = _given(self._stream, args, kwargs)
-            if stream is _EMPTY:
-                stream = self._stream.default
-                if stream is _EMPTY:
-                    stream = None
-        for p in self._params:
-            obj = _given(p, args, kwargs)
-            if obj is _EMPTY:
-                # Left to the function's own default (not converted; see viewable()).
-                continue
-            if obj is None and p.none_ok:
-                continue
-            if stream is None and type(obj) is StridedMemoryView:
-                continue
-            converted = self._convert(p, obj, stream)
-            if converted is obj:
-                continue
-            if 0 <= p.position < PyTuple_GET_SIZE(args):
-                if new_args is None:
-                    new_args = list(args)
-                new_args[p.position] = converted
-            else:
-                # kwargs is this call's own dict (Python builds a fresh one for **kwargs).
-                PyDict_SetItem(kwargs, p.keyword, converted)
-        if new_args is not None:
-            return self.func(*new_args, **kwargs)
-        return self.func(*args, **kwargs)
+        # Reached only through an explicit ``wrapper.__call__(...)``: calling the wrapper itself
+        # goes straight to _viewable_call, installed as the type's tp_call below.
+        return _viewable_call(self, args, <PyObject*> kwargs)
 
     def __get__(self, instance, owner):
         if instance is None:
@@ -315,6 +292,65 @@ cdef class _ViewableFunction:
     def __reduce__(self):
         # Pickled by reference, like the function it wraps.
         return getattr(self, "__qualname__", None) or getattr(self, "__name__")
+
+
+cdef object _viewable_call(object wrapper, object args_obj, PyObject* kwds):
+    # The type's tp_call. A ``def __call__(self, *args, **kwargs)`` would allocate an empty
+    # kwargs dict on every call and then copy it (and rebuild the argument tuple through a
+    # list) to forward the call; here the caller's tuple and dict are used as they are, and a
+    # new tuple / dict is made only when a designated argument actually changes.
+    cdef _ViewableFunction self = <_ViewableFunction> wrapper
+    cdef tuple args = <tuple> args_obj
+    cdef object kwargs = None if kwds == NULL else <object> kwds
+    cdef _Param p
+    cdef tuple new_args = None
+    cdef object new_kwargs = None
+    cdef object stream = None
+    cdef Py_ssize_t i, nargs
+    cdef PyObject* old
+    if not self._ready:
+        self._prepare()
+    if self._stream is not None:
+        stream = _given(self._stream, args, kwargs)
+        if stream is _EMPTY:
+            stream = self._stream.default
+            if stream is _EMPTY:
+                stream = None
+    for p in self._params:
+        obj = _given(p, args, kwargs)
+        if obj is _EMPTY:
+            # Left to the function's own default (not converted; see viewable()).
+            continue
+        if obj is None and p.none_ok:
+            continue
+        if stream is None and type(obj) is StridedMemoryView:
+            continue
+        converted = self._convert(p, obj, stream)
+        if converted is obj:
+            continue
+        nargs = PyTuple_GET_SIZE(args)
+        if 0 <= p.position < nargs:
+            if new_args is None:
+                new_args = PyTuple_New(nargs)
+                for i in range(nargs):
+                    item = <object> PyTuple_GET_ITEM(args, i)
+                    Py_INCREF(item)  # PyTuple_SET_ITEM steals it
+                    PyTuple_SET_ITEM(new_args, i, item)
+            old = PyTuple_GET_ITEM(new_args, p.position)
+            Py_INCREF(converted)
+            PyTuple_SET_ITEM(new_args, p.position, converted)
+            Py_XDECREF(old)
+        else:
+            # The caller's dict is not ours to change (a C caller may reuse it): copy once.
+            if new_kwargs is None:
+                new_kwargs = PyDict_Copy(kwargs)
+            PyDict_SetItem(new_kwargs, p.keyword, converted)
+    if new_kwargs is not None:
+        kwds = <PyObject*> new_kwargs
+    return _call_with(self.func, args if new_args is None else new_args, kwds)
+
+
+(<_CallSlot*> _ViewableFunction).tp_call = <ternaryfunc> _viewable_call
 
 
 def viewable(*names_or_indices, stream=None):

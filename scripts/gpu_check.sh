@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build interop-core on a CUDA machine, run the gpu-marked tests (and the rest), run the GPU
-# benchmarks, and write everything under $OUT (default: ./gpu_out).
+# Build interop-core on a CUDA machine, run the gpu-marked tests (and the rest), run the benchmark
+# suite (python -m interop_core bench), and write everything under $OUT (default: ./gpu_out):
+# environment.txt build.txt gpu_tests.txt all_tests.txt bench.txt gpu.md gpu.json gpu.png.
 #
 #   OUT=/some/dir bash scripts/gpu_check.sh
 #
@@ -17,7 +18,7 @@ status=0
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
   python3 - <<'PY'
 import importlib
-for name in ("torch", "cupy", "jax", "numba", "cuda.core", "numpy", "ml_dtypes"):
+for name in ("torch", "cupy", "jax", "numba", "cuda.core", "numpy", "ml_dtypes", "tvm_ffi"):
     try:
         print(f"{name} {importlib.import_module(name).__version__}")
     except Exception as exc:
@@ -43,9 +44,11 @@ python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collect
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== benchmarks"
-python3 benchmarks/bench_views.py --device cuda --markdown "$OUT/gpu_views.md" \
-  --json "$OUT/gpu_views.json" 2>&1 | tee "$OUT/bench.txt" || status=1
-python3 benchmarks/bench_views.py --device cpu --markdown "$OUT/host_views.md" 2>&1 \
-  | tee -a "$OUT/bench.txt" || status=1
+# One run over host and CUDA objects (--device all): the page, the raw results and the chart.
+# The lead copies gpu.{md,json,png} into benchmarks/results/ and runs benchmarks/publish.py.
+python3 -m interop_core bench --device all --markdown "$OUT/gpu.md" --json "$OUT/gpu.json" \
+  $(python3 -c "import matplotlib" 2>/dev/null && echo --plot "$OUT/gpu.png") \
+  > "$OUT/bench.txt" 2>&1 || { tail -20 "$OUT/bench.txt"; status=1; }
+tail -3 "$OUT/bench.txt"
 
 exit $status

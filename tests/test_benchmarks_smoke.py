@@ -1,22 +1,165 @@
-"""The benchmark scripts run end to end (a smoke run: short batches, no timing assertions)."""
+"""The benchmark suite (``python -m interop_core bench``) runs end to end and reports honestly.
+
+Smoke runs only (``--quick``): no timing assertions, just that every section produces results,
+that failures are recorded rather than raised, and that the outputs are well formed.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from interop_core.bench import SECTIONS
+from interop_core.bench._cases import Case, run_case
+from interop_core.bench._harness import QUICK, Measurement, measure_threads
+from interop_core.bench._report import BUDGET, budget_rows, format_budget, format_section
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["bench_views.py", "bench_dispatch.py"])
-def test_benchmark_runs_in_quick_mode_and_prints_a_table(script, tmp_path):
+def _env() -> dict:
+    paths = [str(ROOT), str(ROOT / "plugins"), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick CPU run of the whole suite through the command line."""
     pytest.importorskip("numpy")
-    out = tmp_path / "table.md"
-    result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", "--markdown",
-                             str(out)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "| --- |" in result.stdout
-    assert out.read_text().count("\n") >= 3, "the markdown table has no rows"
+    out = tmp_path_factory.mktemp("bench")
+    result = subprocess.run(
+        [sys.executable, "-m", "interop_core", "bench", "--quick", "--device", "cpu",
+         "--json", str(out / "r.json"), "--markdown", str(out / "r.md")],
+        capture_output=True, text=True, timeout=240, env=_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result, json.loads((out / "r.json").read_text()), (out / "r.md").read_text()
+
+
+def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
+    result, data, page = quick_run
+    assert "## DESIGN.md budget" in result.stdout
+    assert result.stdout.strip() == page.strip()
+    sections = {r["section"] for r in data["results"]}
+    # Every section that has something to measure on a CPU machine (stream needs a GPU).
+    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch", "import"}
+    assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
+
+
+def test_quick_run_reports_progress_on_stderr_not_stdout(quick_run):
+    result, data, _ = quick_run
+    assert f"/{len(data['results'])}]" in result.stderr
+    assert "[   1/" not in result.stdout
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_quick_run_measures_our_view_of_each_installed_framework(quick_run, framework):
+    pytest.importorskip(framework)
+    _, data, _ = quick_run
+    ours = [r for r in data["results"]
+            if r["group"] == f"view({framework} cpu)" and r["name"] == "interop_core view()"]
+    assert len(ours) == 1 and ours[0]["ns"] > 0 and ours[0]["ours"]
+
+
+def test_quick_run_puts_an_installed_peer_beside_ours(quick_run):
+    pytest.importorskip("cuda.core")
+    _, data, _ = quick_run
+    names = {r["name"] for r in data["results"] if r["group"] == "view(numpy cpu)"}
+    assert "cuda.core from_dlpack" in names
+
+
+def test_quick_run_covers_viewable_ndim_and_threads(quick_run):
+    pytest.importorskip("torch")
+    _, data, _ = quick_run
+    groups = {r["group"] for r in data["results"]}
+    for n in (1, 4, 16):
+        assert f"launch({n} × torch cpu)" in groups
+    assert {"ndim= 1 torch cpu", "ndim=64 torch cpu"} <= groups
+    threads = [r for r in data["results"] if r["section"] == "threads" and r["ns"]]
+    assert {r["extra"]["threads"] for r in threads} == {1, 2, 4, 8}
+
+
+def test_quick_run_records_environment_and_import_without_frameworks(quick_run):
+    _, data, _ = quick_run
+    env = data["environment"]
+    assert env["python"] and env["versions"]["interop_core"]
+    (imp,) = [r for r in data["results"] if r["section"] == "import"]
+    assert imp["extra"]["imported"] == [], imp["note"]
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from interop_core.bench._report import plot
+
+    results = [Measurement("view", "view(x cpu)", "interop_core view()", 120.0, True),
+               Measurement("view", "view(x cpu)", "peer", 900.0),
+               Measurement("view", "view(x cpu)", "broken peer", None, note="TypeError")]
+    plot(results, str(tmp_path / "c.png"), "t")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_fails_clearly_before_running(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; "
+            "from interop_core.__main__ import main; "
+            f"sys.exit(main(['bench', '--quick', '--plot', {str(tmp_path / 'c.png')!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, env=_env())
+    assert result.returncode == 2
+    assert "needs matplotlib" in result.stderr and "pip install matplotlib" in result.stderr
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_a_failing_path_is_recorded_as_a_result_not_raised():
+    def boom():
+        raise BufferError("cannot export")
+
+    m = run_case(Case("view", "view(x cpu)", "peer", boom), QUICK)
+    assert m.ns is None and m.note == "BufferError: cannot export"
+
+
+def test_section_table_gives_ratios_to_the_first_of_ours():
+    rows = [Measurement("view", "g", "interop_core view()", 100.0, True),
+            Measurement("view", "g", "interop_core other", 150.0, True),
+            Measurement("view", "g", "peer", 700.0),
+            Measurement("view", "g", "peer2", None, note="ValueError: x | y")]
+    table = format_section(rows).splitlines()
+    assert table[2].split("|")[4].strip() == "1.00"
+    assert table[3].split("|")[4].strip() == "1.50"
+    assert table[4].split("|")[4].strip() == "7.00"
+    assert "failed" in table[5] and "x \\| y" in table[5]
+
+
+@pytest.mark.parametrize("groups, expected", [
+    (["view(jax cpu)"], "view(jax cpu)"),
+    (["view(jax cpu)", "view(jax cuda)"], "view(jax cuda)"),
+])
+def test_budget_prefers_the_gpu_measurement_of_a_line(groups, expected):
+    results = [Measurement("view", g, "interop_core view()", 1000.0, True) for g in groups]
+    (row,) = [r for r in budget_rows(results) if r["line"] == "view(jax array)"]
+    assert row["group"] == expected and row["ours_ns"] == 1000.0
+
+
+def test_budget_table_has_every_design_line_and_says_what_was_not_measured():
+    results = [Measurement("view", "view(numpy cpu)", "interop_core view()", 80.0, True),
+               Measurement("view", "view(numpy cpu)", "cuda.core from_dlpack", 800.0)]
+    table = format_budget(results)
+    assert len(table.splitlines()) == 2 + len(BUDGET)
+    numpy_row = next(line for line in table.splitlines() if line.startswith("| view(numpy"))
+    assert "| 80.0 |" in numpy_row and "cuda.core from_dlpack: 800" in numpy_row
+    assert numpy_row.endswith("| yes |")
+    assert "| view(cupy array) | not measured here |" in table
+
+
+def test_threads_harness_counts_calls_from_every_thread():
+    calls = []
+    ns, per_s = measure_threads(lambda: calls.append(1), threads=3, seconds=0.01, chunk=10)
+    assert ns > 0 and per_s > 0 and len(calls) >= 3 * 20
+
+
+def test_sections_are_the_documented_ones():
+    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
+                              "import"]

@@ -506,3 +506,38 @@ def test_mixed_frameworks_in_one_call():
     t, n = torch.ones(3), np.ones(3)
     a, b = add_into(t, n)
     assert (a.ptr, b.ptr) == (t.data_ptr(), n.ctypes.data)
+
+
+@pytest.mark.parametrize("call", ["direct", "dunder_call", "c_dict"])
+def test_converted_keyword_arguments_leave_the_callers_dict_untouched(call):
+    @viewable("x", "out")
+    def kernel(x, out=None):
+        return type(x), type(out)
+
+    a, b = _array(), _array()
+    kwargs = {"out": b}
+    if call == "direct":
+        result = kernel(a, **kwargs)
+    elif call == "dunder_call":
+        result = kernel.__call__(a, **kwargs)
+    else:
+        # A C caller passing its own dict (as PyObject_Call does): the dict must survive as is.
+        import ctypes
+
+        api = ctypes.pythonapi
+        api.PyObject_Call.restype = ctypes.py_object
+        api.PyObject_Call.argtypes = [ctypes.py_object] * 3
+        result = api.PyObject_Call(kernel, (a,), kwargs)
+    assert result == (StridedMemoryView, StridedMemoryView)
+    assert kwargs == {"out": b} and kwargs["out"] is b
+
+
+def test_positional_arguments_not_designated_are_passed_through_as_the_same_objects():
+    marker = object()
+
+    @viewable(1)
+    def kernel(first, x, last):
+        return first, x, last
+
+    first, x, last = kernel(marker, _array(), marker)
+    assert first is marker and last is marker and type(x) is StridedMemoryView

@@ -1,1 +1,0 @@
-"""interop-core benchmarks: per-call timings beside peers, in the same run."""

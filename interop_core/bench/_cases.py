@@ -1,0 +1,776 @@
+"""The suite's sections: each builds a list of cases from what is installed here.
+
+A case is a named, deferred measurement.  Building a section creates the sample objects and the
+callables (so the run can announce how many paths it will time); running a case times it, and a
+path that raises becomes a failed result, never an aborted run.  Peers are looked up at run time:
+whatever is importable is measured, in the same process and run as ours.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from ._harness import Measurement, Settings, measure, measure_threads
+
+__all__ = ["Case", "SECTIONS", "build_cases", "run_case", "samples"]
+
+FRAMEWORKS = ("numpy", "torch", "cupy", "numba", "jax")
+
+
+@dataclass
+class Case:
+    """One path to time: ``fn`` is timed with the harness unless ``runner`` is given."""
+
+    section: str
+    group: str
+    name: str
+    fn: Callable[[], object] | None = None
+    ours: bool = False
+    # A custom measurement: settings -> (ns or None, note, extra dict).
+    runner: Callable[[Settings], tuple[float | None, str, dict]] | None = None
+    note: str = ""
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:100]
+
+
+def run_case(case: Case, settings: Settings) -> Measurement:
+    """Time one case; an exception is recorded as a failed result."""
+    try:
+        if case.runner is not None:
+            ns, note, extra = case.runner(settings)
+        else:
+            case.fn()  # fails fast, before any warm-up, for a path that cannot take the object
+            ns, note, extra = measure(case.fn, settings), case.note, {}
+    except Exception as exc:  # a peer that cannot take this object is a result too
+        return Measurement(case.section, case.group, case.name, None, case.ours, _error(exc))
+    return Measurement(case.section, case.group, case.name, ns, case.ours, note, extra)
+
+
+# -- samples ----------------------------------------------------------------------------------
+
+def _cuda_present() -> bool:
+    from .. import _cuda
+
+    try:
+        return _cuda.device_count() > 0
+    except Exception:
+        return False
+
+
+def samples(device: str, shape: tuple = (64, 64),
+            only: tuple[str, ...] = FRAMEWORKS) -> dict[str, object]:
+    """One float32 object per framework installed (of ``only``), in host or CUDA memory."""
+    out: dict[str, object] = {}
+    if device == "cpu":
+        if _installed("numpy") and "numpy" in only:
+            import numpy as np
+
+            out["numpy"] = np.zeros(shape, dtype=np.float32)
+        if _installed("torch") and "torch" in only:
+            import torch
+
+            out["torch"] = torch.zeros(shape, dtype=torch.float32)
+        if _installed("jax") and "jax" in only:
+            try:
+                import jax
+
+                out["jax"] = jax.device_put(jax.numpy.zeros(shape, dtype="float32"),
+                                            jax.devices("cpu")[0])
+            except Exception:
+                pass
+        return out
+    if not _cuda_present():
+        return out
+    makers: dict[str, Callable[[], object]] = {}
+    if _installed("torch"):
+        def _torch():
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch has no CUDA")
+            return torch.zeros(shape, dtype=torch.float32, device="cuda")
+
+        makers["torch"] = _torch
+    if _installed("cupy"):
+        def _cupy():
+            import cupy
+
+            return cupy.zeros(shape, dtype=cupy.float32)
+
+        makers["cupy"] = _cupy
+    if _installed("numba"):
+        def _numba():
+            from numba import cuda
+
+            return cuda.device_array(shape, dtype="float32")
+
+        makers["numba"] = _numba
+    if _installed("jax"):
+        def _jax():
+            import jax
+
+            return jax.device_put(jax.numpy.zeros(shape, dtype="float32"), jax.devices("gpu")[0])
+
+        makers["jax"] = _jax
+    for name, make in makers.items():
+        if name not in only:
+            continue
+        try:
+            out[name] = make()
+        except Exception:  # a framework without a working CUDA build here is simply absent
+            pass
+    return out
+
+
+def _devices(device: str) -> list[str]:
+    if device == "all":
+        return ["cpu", "cuda"] if _cuda_present() else ["cpu"]
+    return [device]
+
+
+# -- peers ------------------------------------------------------------------------------------
+
+def _cuda_core_view():
+    if not (_installed("cuda") and _installed("cuda.core")):
+        return None
+    try:
+        from cuda.core.utils import StridedMemoryView
+    except Exception:
+        try:
+            from cuda.core.experimental.utils import StridedMemoryView
+        except Exception:
+            return None
+    return StridedMemoryView
+
+
+def _tvm_from_dlpack():
+    if not _installed("tvm_ffi"):
+        return None
+    try:
+        import tvm_ffi
+
+        return tvm_ffi.from_dlpack
+    except Exception:
+        return None
+
+
+def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[], object]]]:
+    """Every other way installed here to get at ``obj``'s memory description."""
+    peers: list[tuple[str, Callable[[], object]]] = []
+    smv = _cuda_core_view()
+    if smv is not None:
+        if hasattr(obj, "__dlpack__"):
+            peers.append(("cuda.core from_dlpack",
+                          partial(smv.from_dlpack, obj, stream_ptr=-1)))
+        peers.append(("cuda.core from_any_interface",
+                      partial(smv.from_any_interface, obj, stream_ptr=-1)))
+    tvm = _tvm_from_dlpack()
+    if tvm is not None and hasattr(obj, "__dlpack__"):
+        peers.append(("tvm_ffi.from_dlpack", partial(tvm, obj)))
+    if hasattr(obj, "__dlpack__"):
+        peers.append((f"{fw} __dlpack__ (capsule only)", obj.__dlpack__))
+    if hasattr(type(obj), "__cuda_array_interface__"):
+        peers.append((f"{fw} __cuda_array_interface__ (dict only)",
+                      lambda: obj.__cuda_array_interface__))
+    if device == "cpu" and hasattr(type(obj), "__array_interface__"):
+        peers.append((f"{fw} __array_interface__ (dict only)", lambda: obj.__array_interface__))
+    if device == "cpu" and _installed("numpy") and hasattr(obj, "__dlpack__"):
+        import numpy as np
+
+        peers.append(("np.from_dlpack", partial(np.from_dlpack, obj)))
+    if _installed("torch") and hasattr(obj, "__dlpack__") and fw != "torch":
+        import torch
+
+        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, obj)))
+    if device == "cuda" and _installed("cupy") and fw != "cupy":
+        import cupy
+
+        peers.append(("cupy.asarray", partial(cupy.asarray, obj)))
+    if device == "cuda" and _installed("numba") and hasattr(type(obj), "__cuda_array_interface__"):
+        from numba import cuda
+
+        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, obj)))
+    return peers
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+def _section_view(device: str, quick: bool) -> list[Case]:
+    from .. import StridedMemoryView, view
+
+    cases = []
+    for dev in _devices(device):
+        for fw, obj in samples(dev).items():
+            group = f"view({fw} {dev})"
+            cases.append(Case("view", group, "interop_core view()", partial(view, obj),
+                              ours=True))
+            if hasattr(obj, "__dlpack__"):
+                cases.append(Case("view", group, "interop_core StridedMemoryView.from_dlpack",
+                                  partial(StridedMemoryView.from_dlpack, obj), ours=True))
+            cases += [Case("view", group, name, fn) for name, fn in _view_peers(fw, obj, dev)]
+    return cases
+
+
+def _stream_handle_and_object(fw: str):
+    """A second stream of ``fw``'s own kind (the consumer) and its CUstream handle."""
+    if fw == "torch":
+        import torch
+
+        s = torch.cuda.Stream()
+        return s, s.cuda_stream
+    if fw == "cupy":
+        import cupy
+
+        s = cupy.cuda.Stream(non_blocking=True)
+        return s, s.ptr
+    if fw == "numba":
+        from numba import cuda
+
+        s = cuda.stream()
+        return s, s.handle.value
+    raise LookupError(fw)
+
+
+def _section_stream(device: str, quick: bool) -> list[Case]:
+    if "cuda" not in _devices(device):
+        return []
+    from .. import view
+
+    cases = []
+    smv = _cuda_core_view()
+    for fw, obj in samples("cuda").items():
+        try:
+            stream, handle = _stream_handle_and_object(fw)
+        except Exception:
+            continue
+        group = f"view({fw} cuda, stream=)"
+        cases.append(Case("stream", group, f"interop_core view(stream={fw} stream)",
+                          partial(view, obj, stream=stream), ours=True))
+        cases.append(Case("stream", group, "interop_core view(stream=int handle)",
+                          partial(view, obj, stream=handle), ours=True))
+        if smv is not None:
+            if hasattr(obj, "__dlpack__"):
+                cases.append(Case("stream", group, "cuda.core from_dlpack (synced)",
+                                  partial(smv.from_dlpack, obj, stream_ptr=handle)))
+            cases.append(Case("stream", group, "cuda.core from_any_interface (synced)",
+                              partial(smv.from_any_interface, obj, stream_ptr=handle)))
+        if hasattr(obj, "__dlpack__"):
+            cases.append(Case("stream", group, f"{fw} __dlpack__(stream=) (capsule only)",
+                              partial(obj.__dlpack__, stream=handle)))
+    return cases
+
+
+def _targets() -> list[str]:
+    return [fw for fw in FRAMEWORKS if _installed(fw)]
+
+
+def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[], object]]]:
+    peers: list[tuple[str, Callable[[], object]]] = []
+    if target == "numpy":
+        import numpy as np
+
+        peers.append(("np.from_dlpack", partial(np.from_dlpack, src)))
+    elif target == "torch":
+        import torch
+
+        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, src)))
+    elif target == "cupy":
+        import cupy
+
+        peers.append(("cupy.from_dlpack", partial(cupy.from_dlpack, src)))
+        peers.append(("cupy.asarray", partial(cupy.asarray, src)))
+    elif target == "numba":
+        from numba import cuda
+
+        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, src)))
+    elif target == "jax":
+        import jax.dlpack
+
+        peers.append(("jax.dlpack.from_dlpack", partial(jax.dlpack.from_dlpack, src)))
+    return peers
+
+
+def _possible(target: str, dev: str) -> bool:
+    # Zero-copy only: host memory cannot become a cupy / numba device array, nor device memory
+    # a numpy array; jax needs a backend on that device.
+    if target in ("cupy", "numba"):
+        return dev == "cuda"
+    if target == "numpy":
+        return dev == "cpu"
+    if target == "jax" and dev == "cuda":
+        try:
+            import jax
+
+            return bool(jax.devices("gpu"))
+        except Exception:
+            return False
+    return True
+
+
+def _section_to(device: str, quick: bool) -> list[Case]:
+    import warnings
+
+    from .. import to, view
+    from ..plugins import ReadOnlyHandoffWarning
+
+    # jax arrays are read-only: to(jax, "torch") warns once per call; the warning is the
+    # policy, not what is measured.
+    warnings.simplefilter("ignore", ReadOnlyHandoffWarning)
+    cases = []
+    for dev in _devices(device):
+        for fw, src in samples(dev).items():
+            for target in _targets():
+                if target == fw or not _possible(target, dev):
+                    continue
+                group = f"to({fw} {dev}, {target!r})"
+                cases.append(Case("to", group, "interop_core to()",
+                                  partial(to, src, target), ours=True))
+                try:
+                    v = view(src)
+                except Exception:
+                    v = None
+                if v is not None:
+                    cases.append(Case("to", group, "interop_core to(view) (export only)",
+                                      partial(to, v, target), ours=True))
+                try:
+                    peers = _to_peers(target, src, dev)
+                except Exception:
+                    peers = []
+                cases += [Case("to", group, name, fn) for name, fn in peers]
+    return cases
+
+
+def _launcher(n: int, decorate: Callable | None = None, by_hand: Callable | None = None):
+    """A kernel-launch-like function of ``n`` tensors (its body only returns the first)."""
+    params = ", ".join(f"a{i}" for i in range(n))
+    env: dict = {}
+    body = "    return a0\n"
+    if by_hand is not None:
+        # What a launcher writes without the decorator: convert each argument itself.
+        body = "".join(f"    a{i} = _view(a{i})\n" for i in range(n)) + body
+        env["_view"] = by_hand
+    exec(f"def launch({params}, stream=None):\n{body}", env)  # our own generated source
+    fn = env["launch"]
+    return decorate(fn) if decorate is not None else fn
+
+
+def _section_viewable(device: str, quick: bool) -> list[Case]:
+    from .. import view, viewable
+
+    smv = _cuda_core_view()
+    cases = []
+    for dev in _devices(device):
+        objs = samples(dev)
+        fw = "torch" if "torch" in objs else next(iter(objs), None)
+        if fw is None:
+            continue
+        obj = objs[fw]
+        for n in (1, 4, 16):
+            args = (obj,) * n
+            group = f"launch({n} × {fw} {dev})"
+            decorated = _launcher(n, decorate=viewable(*range(n)))
+            by_hand = _launcher(n, by_hand=view)
+            bare = _launcher(n)
+            cases.append(Case("viewable", group, "interop_core @viewable",
+                              partial(decorated, *args), ours=True))
+            cases.append(Case("viewable", group, "view() by hand in the launcher",
+                              partial(by_hand, *args), ours=True))
+            if smv is not None and hasattr(obj, "__dlpack__"):
+                peer = _launcher(n, by_hand=lambda o: smv.from_dlpack(o, stream_ptr=-1))
+                cases.append(Case("viewable", group, "cuda.core from_dlpack by hand",
+                                  partial(peer, *args)))
+            cases.append(Case("viewable", group, "no conversion (bare call)",
+                              partial(bare, *args)))
+    return cases
+
+
+def _ndim_objects(dev: str, ndim: int) -> dict[str, object]:
+    # Mostly size-1 dimensions so a 64-d object stays small; the first few have extent 2 so
+    # the strides are not all trivial.
+    shape = tuple(2 if i < 4 else 1 for i in range(ndim))
+    return samples(dev, shape, only=("numpy", "torch"))
+
+
+def _section_ndim(device: str, quick: bool) -> list[Case]:
+    from .. import view
+
+    smv = _cuda_core_view()
+    tvm = _tvm_from_dlpack()
+    cases = []
+    ndims = (1, 8, 64) if quick else (1, 2, 4, 8, 16, 32, 64)
+    for dev in _devices(device):
+        for ndim in ndims:
+            for fw, obj in _ndim_objects(dev, ndim).items():
+                group = f"ndim={ndim:>2} {fw} {dev}"
+                cases.append(Case("ndim", group, "interop_core view()", partial(view, obj),
+                                  ours=True))
+                cases.append(Case("ndim", group, "interop_core view().shape",
+                                  lambda o=obj: view(o).shape, ours=True))
+                if smv is not None:
+                    cases.append(Case("ndim", group, "cuda.core from_dlpack",
+                                      partial(smv.from_dlpack, obj, stream_ptr=-1)))
+                    cases.append(Case("ndim", group, "cuda.core from_dlpack().shape",
+                                      lambda o=obj: smv.from_dlpack(o, stream_ptr=-1).shape))
+                if tvm is not None:
+                    cases.append(Case("ndim", group, "tvm_ffi.from_dlpack", partial(tvm, obj)))
+    return cases
+
+
+def _threads_runner(fn: Callable[[], object], threads: int):
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        fn()
+        ns, calls_per_s = measure_threads(fn, threads, settings.thread_s)
+        return ns, f"{calls_per_s / 1e6:.2f} M calls/s in all", {
+            "threads": threads, "calls_per_s": calls_per_s}
+
+    return run
+
+
+def _section_threads(device: str, quick: bool) -> list[Case]:
+    from .. import view
+
+    smv = _cuda_core_view()
+    cases = []
+    for dev in _devices(device):
+        objs = samples(dev)
+        for fw in ("torch", "numpy", "cupy"):
+            if fw not in objs:
+                continue
+            obj = objs[fw]
+            for threads in (1, 2, 4, 8):
+                group = f"threads={threads} view({fw} {dev})"
+                cases.append(Case("threads", group, "interop_core view()",
+                                  runner=_threads_runner(partial(view, obj), threads),
+                                  ours=True))
+                if smv is not None and hasattr(obj, "__dlpack__"):
+                    cases.append(Case("threads", group, "cuda.core from_dlpack", runner=(
+                        _threads_runner(partial(smv.from_dlpack, obj, stream_ptr=-1),
+                                        threads))))
+    return cases
+
+
+class _PyTensor:
+    """A framework type whose plugin reader is plain Python (for the dispatch section)."""
+
+    def __init__(self, address: int, n: int, owner: object):
+        self.address, self.n, self.owner = address, n, owner
+
+
+def _read_pytensor(obj, stream):
+    from .. import StridedMemoryView
+
+    return StridedMemoryView.from_pointer(obj.address, (obj.n,), dtype="float32", owner=obj)
+
+
+def _dispatch_runner(obj: object, blocks: int):
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        from .. import view
+        from .._registry import time_dispatch
+
+        view(obj)  # the first call decides and caches the reader for this type
+        direct, looked_up = time_dispatch(obj, blocks)
+        # The median of paired differences is robust to the machine's noise.
+        overhead = statistics.median(b - a for a, b in zip(direct, looked_up, strict=True))
+        return overhead, f"reader alone in C: {statistics.median(direct):.1f} ns", {
+            "reader_ns": statistics.median(direct)}
+
+    return run
+
+
+def _section_dispatch(device: str, quick: bool) -> list[Case]:
+    from .. import hookimpl, register_plugin, view
+
+    if not _installed("numpy"):
+        return []
+    import numpy as np
+
+    class _DispatchPlugin:
+        @hookimpl
+        def interop_core_register(self, registry):
+            registry.add_type(_PyTensor, _read_pytensor)
+
+    plugin = _DispatchPlugin()
+    try:
+        register_plugin(plugin, name="interop-core-bench-dispatch")
+    except ValueError:
+        pass  # already registered by an earlier run in this process
+    objects: dict[str, object] = {}
+    if _installed("torch"):
+        import torch
+
+        objects["torch cpu"] = torch.zeros(64, 64)
+    objects["numpy cpu"] = np.zeros((64, 64), dtype=np.float32)
+    objects["bytearray"] = bytearray(256)
+    backing = np.zeros(64, dtype=np.float32)
+    objects["plugin type, Python reader"] = _PyTensor(backing.ctypes.data, 64, backing)
+    blocks = 20 if quick else 400
+    cases = []
+    for label, obj in objects.items():
+        group = f"dispatch {label}"
+        cases.append(Case("dispatch", group, "interop_core view()", partial(view, obj),
+                          ours=True))
+        cases.append(Case("dispatch", group, "table lookup added to the reader (in C)",
+                          runner=_dispatch_runner(obj, blocks), ours=True))
+    return cases
+
+
+def _stateful(fn: Callable[[], object], enter: Callable[[], object],
+              leave: Callable[[], object]):
+    """A runner timing ``fn`` between ``enter()`` and ``leave()`` (a reader forced into a mode)."""
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        enter()
+        try:
+            fn()
+            return measure(fn, settings), "", {}
+        finally:
+            leave()
+
+    return run
+
+
+def _reader_module(name: str):
+    try:
+        return importlib.import_module(f"interop_core.{name}")
+    except ImportError:
+        return None
+
+
+def _torch_reader_cases(dev: str, t: object) -> list[Case]:
+    from .. import _registry, to, view
+
+    mod = _reader_module("_torch_reader")
+    if mod is None:
+        return []
+    group = f"readers: view(torch {dev})"
+    ours = "interop_core view() (plugin: AOTI reader)"
+
+    def checks_on():
+        mod.set_validation_result(True, keyset=False)
+
+    def restore():
+        mod.set_validation_result(True)
+
+    def fallback_on():
+        mod.set_validation_result(False, "benchmark: forced fallback")
+
+    cases = [Case("readers", group, ours, partial(view, t), ours=True),
+             Case("readers", group, "interop_core view() (AOTI, Python-API checks)", ours=True,
+                  runner=_stateful(partial(view, t), checks_on, restore)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(partial(view, t), fallback_on, restore))]
+    for entry_name, label in (("dlpack_c_exchange_api", "DLPack C exchange API reader"),
+                              ("dunder_dlpack", "__dlpack__ reader")):
+        try:
+            entry = _registry.new_entry(entry_name)
+        except Exception:
+            continue
+        cases.append(Case("readers", group, f"interop_core {label} (core, generic)",
+                          partial(_registry.read_with, entry, t), ours=True))
+    try:
+        v = view(t)
+    except Exception:
+        return cases
+    import torch
+
+    group = f"readers: to(view, 'torch') {dev}"
+    cases += [Case("readers", group, "interop_core to(view, 'torch')", partial(to, v, "torch"),
+                   ours=True),
+              Case("readers", group, "interop_core _torch_reader.to_torch(view)",
+                   partial(mod.to_torch, v), ours=True),
+              Case("readers", group, "torch.from_dlpack(view)", partial(torch.from_dlpack, v))]
+    return cases
+
+
+def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
+    from .. import StridedMemoryView, view
+
+    mod = _reader_module(f"_{fw}_reader")
+    if mod is None:
+        return []
+    group = f"readers: view({fw} {dev})"
+
+    def fallback_on():
+        mod.set_validation_result(False, "benchmark: forced fallback")
+
+    def restore():
+        mod.set_validation_result(None)
+
+    return [Case("readers", group, "interop_core view() (plugin reader)", partial(view, obj),
+                 ours=True),
+            Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                 runner=_stateful(partial(view, obj), fallback_on, restore)),
+            Case("readers", group, "interop_core StridedMemoryView.from_any (core, generic)",
+                 partial(StridedMemoryView.from_any, obj), ours=True)]
+
+
+def _mode_note(mod) -> str:
+    try:
+        failure = mod.failure()
+        return f"reader mode: {mod.mode()}" + (f" ({failure})" if failure else "")
+    except Exception:
+        return ""
+
+
+def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
+    from .. import StridedMemoryView, to, view
+
+    mod = _reader_module("_cupy_reader")
+    if mod is None:
+        return []
+    view(a)  # the plugin validates its reader on first use; the mode is then known
+    group = f"readers: view(cupy {dev})"
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, a),
+                  ours=True, note=_mode_note(mod)),
+             Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
+                  partial(StridedMemoryView.from_cuda_array_interface, a), ours=True),
+             Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",
+                  partial(StridedMemoryView.from_dlpack, a), ours=True)]
+    try:
+        import cupy
+        import interop_cupy
+    except ImportError:
+        return cases
+    v = view(a)
+    group = f"readers: to(view, 'cupy') {dev}"
+    original = getattr(interop_cupy, "EXPORT_PATH", None)
+    for path in ("memory", "dlpack"):
+        if original is None:
+            break
+
+        def enter(path=path):
+            interop_cupy.EXPORT_PATH = path
+
+        def leave():
+            interop_cupy.EXPORT_PATH = original
+
+        cases.append(Case("readers", group, f"interop_core to(view, 'cupy') (export: {path})",
+                          ours=True, runner=_stateful(partial(to, v, "cupy"), enter, leave)))
+    cases += [Case("readers", group, "cupy.from_dlpack(view)", partial(cupy.from_dlpack, v)),
+              Case("readers", group, "cupy.asarray(view)", partial(cupy.asarray, v))]
+    return cases
+
+
+def _numba_reader_cases(dev: str, d: object) -> list[Case]:
+    from .. import StridedMemoryView, view
+
+    mod = _reader_module("_numba_reader")
+    if mod is None:
+        return []
+    view(d)
+    group = f"readers: view(numba {dev})"
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, d),
+                  ours=True, note=_mode_note(mod)),
+             Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
+                  partial(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
+    try:
+        sliced = d[1:, ::2]
+    except Exception:
+        return cases
+    cases.append(Case("readers", f"readers: view(numba {dev}, sliced [1:, ::2])",
+                      "interop_core view() (plugin reader)", partial(view, sliced), ours=True))
+    return cases
+
+
+def _section_readers(device: str, quick: bool) -> list[Case]:
+    """The first-party plugins' compiled readers against their own fallbacks and the generic
+    path (what a type gets with no plugin, or when a framework's internals changed)."""
+    cases = []
+    for dev in _devices(device):
+        for fw, obj in samples(dev).items():
+            try:
+                if fw == "torch":
+                    cases += _torch_reader_cases(dev, obj)
+                elif fw in ("numpy", "jax"):
+                    cases += _array_reader_cases(fw, dev, obj)
+                elif fw == "cupy":
+                    cases += _cupy_reader_cases(dev, obj)
+                elif fw == "numba":
+                    cases += _numba_reader_cases(dev, obj)
+            except Exception as exc:  # one plugin's setup failing leaves the others measured
+                cases.append(Case("readers", f"readers: view({fw} {dev})", "setup",
+                                  runner=_raiser(exc)))
+    return cases
+
+
+_IMPORT_PROBE = """
+import sys, time
+t = time.perf_counter()
+import interop_core
+ms = (time.perf_counter() - t) * 1e3
+heavy = sorted(m for m in ("torch", "cupy", "jax", "numba", "numpy", "pluggy") if m in sys.modules)
+print(__import__("json").dumps([ms, heavy]))
+"""
+
+
+def _import_runner(settings: Settings) -> tuple[float, str, dict]:
+    import interop_core
+
+    # The package as this process sees it (a source checkout on PYTHONPATH or an install).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(interop_core.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    times, heavy = [], []
+    for _ in range(max(settings.import_runs, 1)):
+        out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True,
+                             text=True, env=env, timeout=120, check=True).stdout
+        ms, heavy = json.loads(out.strip().splitlines()[-1])
+        times.append(ms)
+    note = "imported: " + ", ".join(heavy) if heavy else "no framework, numpy or pluggy imported"
+    return statistics.median(times) * 1e6, note, {"imported": heavy}
+
+
+def _section_import(device: str, quick: bool) -> list[Case]:
+    return [Case("import", "import interop_core", "interop_core (fresh interpreter)",
+                 runner=_import_runner, ours=True)]
+
+
+# In the order they run and print.
+SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
+    "view": _section_view,
+    "readers": _section_readers,
+    "stream": _section_stream,
+    "to": _section_to,
+    "viewable": _section_viewable,
+    "ndim": _section_ndim,
+    "threads": _section_threads,
+    "dispatch": _section_dispatch,
+    "import": _section_import,
+}
+
+
+def build_cases(device: str, quick: bool, sections: list[str] | None = None) -> list[Case]:
+    """Every case of the chosen sections, for the frameworks installed here."""
+    cases: list[Case] = []
+    for name, build in SECTIONS.items():
+        if sections and name not in sections:
+            continue
+        try:
+            cases += build(device, quick)
+        except Exception as exc:  # a section that cannot be set up is reported, not fatal
+            cases.append(Case(name, f"{name} (setup)", "section", runner=_raiser(exc)))
+    return cases
+
+
+def _raiser(exc: BaseException):
+    def run(settings: Settings):
+        raise exc
+
+    return run

@@ -1,0 +1,155 @@
+"""The timing harness: warm-up, calibration to a minimum batch time, median of repeats.
+
+Each measurement calls a zero-argument callable in a tight loop (``timeit``).  The suite passes
+``functools.partial(fn, obj, ...)`` objects, called from C without a Python frame, so the figure
+is the call a user's code makes (argument passing included) and nothing of the harness; the
+timeit loop itself adds a few ns, the same for every path.  The median of several
+calibrated batches is robust to the scheduler noise of a shared machine; ratios between paths
+measured in the same run are what to read, not absolute figures across machines.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+import timeit
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Measurement", "Settings", "FULL", "QUICK", "measure", "measure_threads", "Progress"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long and how often to time each path."""
+
+    min_batch_s: float  # each timed batch runs at least this long (calibrated once per path)
+    repeats: int        # timed batches per path; the median is reported
+    warmup: int         # untimed calls first (caches, lazy imports, branch predictors)
+    thread_s: float     # how long each thread runs in the threads section
+    import_runs: int    # fresh interpreters started for the import-time measurement
+
+
+FULL = Settings(min_batch_s=0.02, repeats=7, warmup=200, thread_s=0.3, import_runs=7)
+QUICK = Settings(min_batch_s=0.001, repeats=3, warmup=10, thread_s=0.02, import_runs=2)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmarked path.
+
+    ``group`` is what is done (e.g. ``"view(torch cpu)"``); ``name`` is who does it (ours or a
+    peer); ``ours`` marks interop-core's paths, the first of which in a group is the group's
+    reference for ratios.
+    """
+
+    section: str          # the suite section, e.g. "view", "to", "viewable"
+    group: str            # what is being done, e.g. "view(numpy cpu)"
+    name: str             # who does it, e.g. "interop_core view()" or a peer
+    ns: float | None      # median ns per call; None when the path failed
+    ours: bool = False    # an interop-core path
+    note: str = ""        # why it failed, or a remark
+    extra: dict = field(default_factory=dict)  # section-specific numbers (threads, ...)
+
+    def as_dict(self) -> dict:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def measure(fn: Callable[[], object], settings: Settings) -> float:
+    """Median nanoseconds per call of ``fn()``.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments.
+    settings : Settings
+        Batch length, repeats and warm-up.
+
+    Returns
+    -------
+    float
+    """
+    for _ in range(settings.warmup):
+        fn()
+    timer = timeit.Timer(fn)
+    number = 1
+    while timer.timeit(number) < settings.min_batch_s:
+        number *= 2
+    samples = [timer.timeit(number) / number * 1e9 for _ in range(settings.repeats)]
+    return statistics.median(samples)
+
+
+def measure_threads(fn: Callable[[], object], threads: int, seconds: float,
+                    chunk: int = 200) -> tuple[float, float]:
+    """Run ``fn`` from ``threads`` threads at once for ``seconds``.
+
+    Returns
+    -------
+    tuple of float
+        (median over threads of ns per call seen by one thread, total calls per second).
+    """
+    barrier = threading.Barrier(threads + 1)
+    per_thread: list[tuple[int, float]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(chunk):  # warm-up
+            fn()
+        barrier.wait()
+        calls = 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        while now < deadline:
+            for _ in range(chunk):
+                fn()
+            calls += chunk
+            now = time.perf_counter()
+        with lock:
+            per_thread.append((calls, now - start))
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    wall_start = time.perf_counter()
+    for w in workers:
+        w.join()
+    wall = time.perf_counter() - wall_start
+    ns_per_call = statistics.median(elapsed / calls * 1e9 for calls, elapsed in per_thread)
+    return ns_per_call, sum(calls for calls, _ in per_thread) / wall
+
+
+class Progress:
+    """``[ 12/140] section: group: path`` on stderr, one rewritten line on a terminal."""
+
+    def __init__(self, total: int, enabled: bool = True, stream=None):
+        self.total = total
+        self.done = 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and getattr(self.stream, "isatty", lambda: False)()
+        self._last_section = None
+
+    def step(self, section: str, group: str, name: str) -> None:
+        """Announce the next path."""
+        self.done += 1
+        if not self.enabled:
+            return
+        text = f"[{self.done:>4}/{self.total}] {section}: {group}: {name}"
+        if self.tty:
+            self.stream.write("\r" + text[:110].ljust(110))
+        elif section != self._last_section:
+            # Logs (CI, tee) get one line per section rather than hundreds of lines.
+            self.stream.write(text + "\n")
+        self._last_section = section
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the progress line."""
+        if self.enabled and self.tty:
+            self.stream.write("\r" + " " * 110 + "\r")
+            self.stream.flush()

@@ -1,0 +1,236 @@
+"""Turning results into a markdown page, JSON, the DESIGN.md budget table and a PNG chart."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+from collections.abc import Iterable
+
+from ._harness import Measurement
+
+__all__ = ["BUDGET", "environment", "budget_rows", "format_markdown", "format_budget",
+           "format_section", "plot"]
+
+# The DESIGN.md performance budget: (line, budget in ns, groups that measure it, most relevant
+# first, our path, peer paths).  A GPU run has the CUDA groups; a CPU run the host ones.
+BUDGET: tuple[tuple[str, float, tuple[str, ...], str, tuple[str, ...]], ...] = (
+    ("view(torch tensor, CPU)", 100, ("view(torch cpu)",), "interop_core view()",
+     ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
+    ("view(torch tensor, CUDA)", 100, ("view(torch cuda)",), "interop_core view()",
+     ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
+    ("view(numpy array)", 100, ("view(numpy cpu)",), "interop_core view()",
+     ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
+    ("view(cupy array)", 300, ("view(cupy cuda)",), "interop_core view()",
+     ("cuda.core from_dlpack", "cupy.asarray")),
+    ("view(numba device array)", 500, ("view(numba cuda)",), "interop_core view()",
+     ("cuda.core from_dlpack", "cuda.core from_any_interface", "numba.cuda.as_cuda_array")),
+    ("view(jax array)", 1500, ("view(jax cuda)", "view(jax cpu)"), "interop_core view()",
+     ("cuda.core from_dlpack", "jax __dlpack__ (capsule only)")),
+    ("view with stream ordering", 3000, ("view(torch cuda, stream=)", "view(cupy cuda, stream=)"),
+     "interop_core view(stream=int handle)", ("cuda.core from_dlpack (synced)",)),
+    ("to(torch tensor, \"cupy\")", 3000, ("to(torch cuda, 'cupy')",), "interop_core to()",
+     ("cupy.from_dlpack",)),
+    ("to(cupy array, \"torch\")", 2000, ("to(cupy cuda, 'torch')",), "interop_core to()",
+     ("torch.from_dlpack",)),
+    ("`import interop_core`", 30e6, ("import interop_core",),
+     "interop_core (fresh interpreter)", ()),
+)
+
+SECTION_TITLES = {
+    "view": "view() without stream synchronisation",
+    "readers": "first-party plugin readers against their fallbacks and the generic path",
+    "stream": "view() with a consumer stream (ordered after the producer)",
+    "to": "to(): zero-copy handoff between frameworks",
+    "viewable": "@viewable on a kernel-launch-like function (1, 4, 16 tensor arguments)",
+    "ndim": "cost against the number of dimensions",
+    "threads": "threads viewing at once (ns per call seen by each thread)",
+    "dispatch": "what the exact-type table lookup adds (measured in C, paired blocks)",
+    "import": "import time (fresh interpreter, median)",
+}
+
+_VERSIONED = ("numpy", "torch", "jax", "cupy", "numba", "cuda.core", "tvm_ffi", "ml_dtypes")
+_DISTS = {"cuda.core": "cuda-core", "tvm_ffi": "apache-tvm-ffi", "cupy": "cupy"}
+
+
+def environment() -> dict:
+    """The machine, the Python, and the versions of interop-core and every peer measured."""
+    from .. import __version__
+
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    versions = {"interop_core": __version__}
+    for module in _VERSIONED:
+        top = module.split(".")[0]
+        if top not in __import__("sys").modules:
+            continue  # only what this run imported, hence measured
+        try:
+            versions[module] = importlib.import_module(module).__version__
+        except Exception:
+            try:
+                versions[module] = importlib.metadata.version(_DISTS.get(module, module))
+            except Exception:
+                continue
+    gpu = None
+    try:
+        from .. import _cuda
+
+        if _cuda.device_count() > 0:
+            version = _cuda.driver_version()
+            gpu = f"{_cuda.device_name(0)}, driver {version // 1000}.{version % 1000 // 10}"
+    except Exception:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "versions": versions}
+
+
+def environment_line(env: dict) -> str:
+    """One markdown line naming the hardware and versions."""
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+    gpu = f"; GPU: {env['gpu']}" if env.get("gpu") else "; no GPU"
+    return f"{env['cpu']} ({env['cores']} cores){gpu}; Python {env['python']}; {versions}"
+
+
+def _fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "failed"
+    if ns >= 1e6:
+        return f"{ns / 1e6:,.1f} ms"
+    return f"{ns:,.0f}" if ns >= 100 else f"{ns:,.1f}"
+
+
+def _ours_by_group(results: Iterable[Measurement]) -> dict[str, float]:
+    ours: dict[str, float] = {}
+    for r in results:
+        if r.ours and r.ns:
+            ours.setdefault(r.group, r.ns)
+    return ours
+
+
+def format_section(results: list[Measurement]) -> str:
+    """A markdown table: operation, path, ns per call, path ÷ ours, note."""
+    ours = _ours_by_group(results)
+    lines = ["| operation | path | ns / call | × ours | note |",
+             "| --- | --- | ---: | ---: | --- |"]
+    for r in results:
+        name = f"**{r.name}**" if r.ours else r.name
+        base = ours.get(r.group)
+        ratio = f"{r.ns / base:.2f}" if (base and r.ns is not None) else ""
+        note = r.note.replace("|", "\\|")
+        lines.append(f"| {r.group} | {name} | {_fmt_ns(r.ns)} | {ratio} | {note} |")
+    return "\n".join(lines)
+
+
+def budget_rows(results: list[Measurement]) -> list[dict]:
+    """For each DESIGN.md budget line: where it was measured, our ns, the peers' ns."""
+    by_key = {(r.group, r.name): r for r in results}
+    groups = {r.group for r in results}
+    rows = []
+    for line, budget, candidates, ours_name, peer_names in BUDGET:
+        group = next((g for g in candidates if g in groups), None)
+        row = {"line": line, "budget_ns": budget, "group": group, "ours_ns": None,
+               "ours_note": "", "peers": []}
+        if group is not None:
+            ours = by_key.get((group, ours_name))
+            if ours is not None:
+                row["ours_ns"], row["ours_note"] = ours.ns, ours.note
+            for peer in peer_names:
+                p = by_key.get((group, peer))
+                if p is not None:
+                    row["peers"].append({"name": peer, "ns": p.ns, "note": p.note})
+        rows.append(row)
+    return rows
+
+
+def _peer_text(peers: list[dict]) -> str:
+    if not peers:
+        return "—"
+    return "; ".join(f"{p['name']}: {_fmt_ns(p['ns'])}" if p["ns"] is not None
+                     else f"{p['name']}: fails ({p['note'][:60]})" for p in peers)
+
+
+def format_budget(results: list[Measurement]) -> str:
+    """The DESIGN.md budget table filled with this run's numbers."""
+    lines = ["| budget line | measured as | ours, ns | peers in the same run, ns | budget, ns | "
+             "within |", "| --- | --- | ---: | --- | ---: | :---: |"]
+    for row in budget_rows(results):
+        if row["group"] is None:
+            lines.append(f"| {row['line']} | not measured here | | | "
+                         f"{_fmt_ns(row['budget_ns'])} | |")
+            continue
+        ok = ("yes" if row["ours_ns"] is not None and row["ours_ns"] <= row["budget_ns"]
+              else "no")
+        lines.append(f"| {row['line']} | {row['group']} | {_fmt_ns(row['ours_ns'])} | "
+                     f"{_peer_text(row['peers']).replace('|', '/')} | "
+                     f"{_fmt_ns(row['budget_ns'])} | {ok} |")
+    return "\n".join(lines)
+
+
+def format_markdown(results: list[Measurement], env: dict, command: str, mode: str) -> str:
+    """The whole results page: environment, budget table, one table per section."""
+    by_section: dict[str, list[Measurement]] = {}
+    for r in results:
+        by_section.setdefault(r.section, []).append(r)
+    machine = f"GPU machine ({env['gpu']})" if env.get("gpu") else "CPU machine"
+    parts = [
+        f"# Benchmark results: {machine}",
+        f"Environment: {environment_line(env)}",
+        f"Command: `{command}` ({mode} mode). Median ns per call; **bold** paths are "
+        "interop-core's; \"× ours\" is the path's time divided by the first interop-core path "
+        "of its operation (above 1: slower than us).",
+        "## DESIGN.md budget\n\n" + format_budget(results),
+    ]
+    for section, rows in by_section.items():
+        parts.append(f"## {SECTION_TITLES.get(section, section)}\n\n{format_section(rows)}")
+    return "\n\n".join(parts) + "\n"
+
+
+def plot(results: list[Measurement], path: str, title: str) -> None:
+    """A PNG: log-scale ns per path, ours beside each peer, one panel per section.
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed (``pip install matplotlib``, or the ``bench`` extra).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install matplotlib (or "
+                          "interop-core[bench])") from exc
+    by_section: dict[str, list[Measurement]] = {}
+    for r in results:
+        if r.ns is not None and r.section != "import":
+            by_section.setdefault(r.section, []).append(r)
+    if not by_section:
+        by_section = {"(no results)": []}
+    heights = [max(len(rows), 3) * 0.22 + 0.8 for rows in by_section.values()]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(11, sum(heights) + 0.6),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False,
+                             layout="constrained")
+    for ax, (section, rows) in zip(axes[:, 0], by_section.items(), strict=True):
+        labels = [f"{r.group}  {r.name}" for r in rows]
+        colors = ["#1f77b4" if r.ours else "#bbbbbb" for r in rows]
+        ax.barh(range(len(rows)), [r.ns for r in rows], color=colors)
+        ax.set_yticks(range(len(rows)), labels, fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_title(SECTION_TITLES.get(section, section), fontsize=9, loc="left")
+        ax.grid(axis="x", which="both", alpha=0.3)
+        ax.tick_params(axis="x", labelsize=7)
+        for i, r in enumerate(rows):
+            ax.text(r.ns, i, f" {_fmt_ns(r.ns)}", va="center", fontsize=5)
+    axes[-1, 0].set_xlabel("ns per call (log scale); blue: interop-core, grey: peers",
+                           fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
