@@ -3,7 +3,9 @@
 # suite (python -m interop_core bench), and write everything under $OUT (default: ./gpu_out):
 # environment.txt build.txt gpu_tests.txt all_tests.txt bench.txt gpu.md gpu.json gpu.png.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh
+#   OUT=/some/dir bash scripts/gpu_check.sh [all|tests|bench]
+#
+# With `tests` or `bench` only that half runs after the build (each fits one device call).
 #
 # Expects the frameworks to be installed already (the GPU machine has torch, cupy, jax, numba-cuda,
 # cuda-core); it installs only this package, without touching dependencies.
@@ -13,6 +15,7 @@ OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 status=0
+step=${1:-all}
 
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
@@ -32,6 +35,7 @@ if ! python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build
   tail -40 "$OUT/build.txt"; echo "build failed"; exit 1
 fi
 
+if [ "$step" != bench ]; then
 echo "== gpu tests"
 python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 \
   | tee "$OUT/gpu_tests.txt" | tail -40
@@ -42,7 +46,9 @@ echo "== full test suite on the GPU machine"
 python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collection-errors 2>&1 \
   | tee "$OUT/all_tests.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 
+if [ "$step" != tests ]; then
 echo "== benchmarks"
 # One run over host and CUDA objects (--device all): the page, the raw results and the chart.
 # The lead copies gpu.{md,json,png} into benchmarks/results/ and runs benchmarks/publish.py.
@@ -50,5 +56,6 @@ python3 -m interop_core bench --device all --markdown "$OUT/gpu.md" --json "$OUT
   $(python3 -c "import matplotlib" 2>/dev/null && echo --plot "$OUT/gpu.png") \
   > "$OUT/bench.txt" 2>&1 || { tail -20 "$OUT/bench.txt"; status=1; }
 tail -3 "$OUT/bench.txt"
+fi
 
 exit $status
