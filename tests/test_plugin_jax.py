@@ -14,6 +14,16 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 np = pytest.importorskip("numpy")
 
+
+@pytest.fixture(autouse=True)
+def _jax_on_the_cpu(request):
+    """Host tests make their arrays on jax's CPU device (a GPU machine defaults to the GPU)."""
+    if "gpu" in request.keywords:
+        yield
+        return
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
 DTYPES = ["bool", "int8", "int16", "int32", "uint8", "float16", "bfloat16", "float32",
           "complex64"]
 LAYOUTS = ["contiguous", "sliced", "transposed", "reversed", "zero_size", "zero_d",

@@ -147,7 +147,7 @@ def test_numba_producer_stream_from_the_array_interface_is_honoured(torch_cuda):
     host = np.zeros(1 << 20, dtype=np.float32)
     for trial in range(1, TRIALS + 1):
         x = numba_cuda.to_device(host, stream=producer)
-        with torch.cuda.stream(torch.cuda.ExternalStream(producer.handle.value)):
+        with torch.cuda.stream(torch.cuda.ExternalStream(int(producer))):
             torch.cuda._sleep(SLEEP_CYCLES)
             torch.from_dlpack(StridedMemoryView.from_cuda_array_interface(x)).fill_(trial)
         handed = view(x, stream=consumer)
