@@ -1,0 +1,127 @@
+"""The handoff matrix of the main job: every installed framework to every other, verified.
+
+For each source object (a 3x4 float32 array of each installed framework, on the host and, where
+a GPU exists, on the device) and each exporter target, ``to(source, target)`` is called once and
+checked: the result must have the source's pointer (zero-copy) and its values; then the call is
+timed.  Moves that cannot be zero-copy (device memory into numpy, host memory into cupy) are
+reported as impossible rather than attempted as copies.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import timeit
+import warnings
+
+from . import plugins
+from ._handoff import to
+from ._registry import view
+
+__all__ = ["handoff_matrix", "format_matrix"]
+
+
+def _sources() -> dict[str, object]:
+    """One small object per installed framework and device."""
+    sources: dict[str, object] = {}
+    find = importlib.util.find_spec
+    if find("numpy"):
+        import numpy as np
+
+        sources["numpy"] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    if find("torch"):
+        import torch
+
+        sources["torch"] = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        if torch.cuda.is_available():
+            sources["torch cuda"] = sources["torch"].cuda()
+    if find("jax"):
+        import jax
+
+        cpu = jax.devices("cpu")[0]
+        sources["jax"] = jax.device_put(jax.numpy.arange(12, dtype="float32").reshape(3, 4), cpu)
+        try:
+            gpu = jax.devices("gpu")[0]
+            sources["jax cuda"] = jax.device_put(sources["jax"], gpu)
+        except RuntimeError:
+            pass
+    if find("cupy") and "torch cuda" in sources:
+        import cupy
+
+        sources["cupy"] = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)
+    if find("numba") and "torch cuda" in sources:
+        from numba import cuda
+
+        if cuda.is_available():
+            import numpy as np
+
+            sources["numba"] = cuda.to_device(np.arange(12, dtype=np.float32).reshape(3, 4))
+    return sources
+
+
+def _host_values(obj: object) -> list:
+    """The values of any viewable object, copied to the host by a framework that can."""
+    v = view(obj)
+    if v.is_host_accessible:
+        import numpy as np
+
+        return np.array(np.asarray(to(v, "numpy"))).tolist()
+    import torch
+
+    return torch.from_dlpack(v).cpu().tolist()
+
+
+def handoff_matrix(min_time: float = 0.02) -> tuple[list[str], list[str], dict]:
+    """Run every (source, target) handoff once, verify it, and time it.
+
+    Parameters
+    ----------
+    min_time : float
+        Seconds of calls to time each pair over.
+
+    Returns
+    -------
+    tuple
+        ``(source names, target names, {(source, target): cell text})``.
+    """
+    sources = _sources()
+    plugins.discover()
+    targets = sorted(name for name in plugins.export_table if isinstance(name, str)
+                     and name in {"numpy", "torch", "jax", "cupy", "numba"})
+    cells = {}
+    for source_name, source in sources.items():
+        expected_ptr = view(source).ptr
+        expected_values = _host_values(source)
+        for target in targets:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # read-only handoffs warn by design
+                try:
+                    out = to(source, target)
+                except (BufferError, ValueError) as exc:
+                    cells[source_name, target] = "impossible" if "without a copy" in str(
+                        exc) or "host memory" in str(exc) else f"error: {exc}"[:40]
+                    continue
+                except Exception as exc:  # a framework refusing: reported, not fatal
+                    cells[source_name, target] = f"error: {type(exc).__name__}"
+                    continue
+                if view(out).ptr != expected_ptr:
+                    cells[source_name, target] = "COPIED"
+                    continue
+                if _host_values(out) != expected_values:
+                    cells[source_name, target] = "WRONG VALUES"
+                    continue
+                timer = timeit.Timer(lambda s=source, t=target: to(s, t))
+                number = 1
+                while (elapsed := timer.timeit(number)) < min_time:
+                    number *= 2
+                cells[source_name, target] = f"ok {elapsed / number * 1e6:,.1f} us"
+    return list(sources), targets, cells
+
+
+def format_matrix(sources: list[str], targets: list[str], cells: dict) -> str:
+    """A markdown table: one row per source, one column per target."""
+    lines = ["| from \\ to | " + " | ".join(targets) + " |",
+             "| --- |" + " --- |" * len(targets)]
+    for source in sources:
+        lines.append(f"| {source} | " + " | ".join(cells.get((source, t), "") for t in targets)
+                     + " |")
+    return "\n".join(lines)
