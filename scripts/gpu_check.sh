@@ -46,6 +46,18 @@ echo "== full test suite on the GPU machine"
 python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collection-errors 2>&1 \
   | tee "$OUT/all_tests.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== examples"
+# Every examples/*.py, run for real on the GPU (no new file under $OUT: appended to all_tests.txt).
+echo "== examples" >> "$OUT/all_tests.txt"
+for example in examples/*.py; do
+  echo "-- python3 $example" >> "$OUT/all_tests.txt"
+  if python3 "$example" >> "$OUT/all_tests.txt" 2>&1; then
+    echo "ok      $example"
+  else
+    echo "FAILED  $example" | tee -a "$OUT/all_tests.txt"; status=1
+  fi
+done
 fi
 
 if [ "$step" != tests ]; then
