@@ -90,7 +90,11 @@ def export_numba(view: Any, stream: Any = None) -> Any:
             f"cannot hand memory of device type {view.device_type} to numba without a copy: "
             "numba device arrays hold CUDA memory; copy it with numba.cuda.to_device(...) "
             "instead")
-    return cuda.from_cuda_array_interface(view.__cuda_array_interface__, owner=view, sync=False)
+    array = cuda.from_cuda_array_interface(view.__cuda_array_interface__, owner=view, sync=False)
+    if view.size == 0:
+        # numba drops `owner` for empty arrays; hold the view anyway, as every export does.
+        array._interop_core_owner = view
+    return array
 
 
 @interop_core.hookimpl
