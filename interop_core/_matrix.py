@@ -85,8 +85,11 @@ def handoff_matrix(min_time: float = 0.02) -> tuple[list[str], list[str], dict]:
     """
     sources = _sources()
     plugins.discover()
+    # Exporters are registered whether or not their framework is installed (plugins never
+    # import it): a column only for the frameworks that are.
     targets = sorted(name for name in plugins.export_table if isinstance(name, str)
-                     and name in {"numpy", "torch", "jax", "cupy", "numba"})
+                     and name in {"numpy", "torch", "jax", "cupy", "numba"}
+                     and importlib.util.find_spec(name) is not None)
     cells = {}
     for source_name, source in sources.items():
         expected_ptr = view(source).ptr
