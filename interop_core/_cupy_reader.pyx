@@ -7,15 +7,13 @@
 
 import sys
 
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ._cuda cimport pointer_device
 from ._dlpack cimport has_exchange_api, read_dlpack_exchange_api
 from ._dlpack_abi cimport DLDataType, kDLCUDA, kDLCUDAManaged
-from ._dtypes cimport dtype_from_object, record_set_dtype
+from ._dtypes cimport record_set_dtype_of
 from ._interfaces cimport read_cuda_array_interface
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
@@ -41,33 +39,6 @@ cdef object _unowned_type = None    # cupy.cuda.memory.UnownedMemory: any memory
 # --- dtype: cupy dtypes are numpy dtypes; the builtin ones are singletons, so a few identity
 # slots in front of the table's lookup skip hashing a dtype on every call. --------------------
 
-cdef enum:
-    DTYPE_SLOTS = 8
-
-cdef PyObject* _dtype_keys[DTYPE_SLOTS]  # strong references to the dtypes cached (owned here,
-                                         # released when a slot is reused)
-cdef DLDataType _dtype_values[DTYPE_SLOTS]
-cdef int _dtype_next = 0
-
-
-cdef int _record_dtype(ViewRecord* rec, object dtype) except -1:
-    global _dtype_next
-    cdef int i
-    for i in range(DTYPE_SLOTS):
-        if _dtype_keys[i] == <PyObject*> dtype:
-            return record_set_dtype(rec, _dtype_values[i], False)
-    cdef DLDataType dt
-    dtype_from_object(dtype, &dt)
-    record_set_dtype(rec, dt, False)
-    i = _dtype_next
-    Py_XDECREF(_dtype_keys[i])
-    Py_INCREF(dtype)
-    _dtype_keys[i] = <PyObject*> dtype
-    _dtype_values[i] = dt
-    _dtype_next = (i + 1) % DTYPE_SLOTS
-    return 0
-
-
 # --- the attribute path ------------------------------------------------------------------------
 
 cdef object _read_attributes(object obj, ViewRecord* rec):
@@ -76,7 +47,7 @@ cdef object _read_attributes(object obj, ViewRecord* rec):
     cdef int32_t device_id = memptr.device_id
     shape = obj.shape
     strides = obj.strides
-    _record_dtype(rec, obj.dtype)
+    record_set_dtype_of(rec, obj.dtype)
     cdef Py_ssize_t n = len(<tuple> shape)
     if len(<tuple> strides) != n:
         raise BufferError(f"cupy.ndarray has {n} extents but {len(strides)} strides")

@@ -37,3 +37,7 @@ cdef str dtype_to_typestr(DLDataType dtype)
 
 # Triple -> buffer-protocol format string.  BufferError when the protocol has no format for it.
 cdef str dtype_to_buffer_format(DLDataType dtype)
+
+# record_set_dtype for a framework's dtype object (numpy dtype, cupy/numba `.dtype`), through a
+# small identity cache: readers of array types call it per object with the same few dtypes.
+cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1

@@ -9,6 +9,8 @@
 
 import sys
 
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint8_t, uint16_t, uint64_t
 
 from ._dlpack_abi cimport (
@@ -637,3 +639,32 @@ def known_dtypes():
     dict
     """
     return {row[2]: (row[0], row[1], 1) for row in _TABLE}
+
+
+# --- dtype objects seen per call (record_set_dtype_of) ---------------------------------------
+
+cdef enum:
+    _DTYPE_SLOTS = 16
+
+cdef PyObject* _seen_dtypes[_DTYPE_SLOTS]   # strong references (owned here, released when a
+                                             # slot is reused)
+cdef DLDataType _seen_triples[_DTYPE_SLOTS]
+cdef int _next_slot = 0
+
+
+cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1:
+    global _next_slot
+    cdef int i
+    cdef DLDataType dt
+    for i in range(_DTYPE_SLOTS):
+        if _seen_dtypes[i] == <PyObject*> dtype:
+            return record_set_dtype(rec, _seen_triples[i], False)
+    dtype_from_object(dtype, &dt)
+    record_set_dtype(rec, dt, False)
+    i = _next_slot
+    Py_XDECREF(_seen_dtypes[i])
+    Py_INCREF(dtype)
+    _seen_dtypes[i] = <PyObject*> dtype
+    _seen_triples[i] = dt
+    _next_slot = (i + 1) % _DTYPE_SLOTS
+    return 0
