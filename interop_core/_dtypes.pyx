@@ -238,17 +238,23 @@ cdef long _parse_typestr(str ts) except -1:
     return key
 
 
+cdef tuple _row_naming(DLDataType dtype, int column, str spelling):
+    """The table row of `dtype`, refusing types that protocol has no spelling for (column)."""
+    _check_known(dtype)
+    row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
+    if row[column] is None or dtype.lanes != 1:
+        raise BufferError(
+            f"{dtype_name(dtype)} has no {spelling}; exchange it through DLPack (__dlpack__) "
+            "instead")
+    return row
+
+
 cdef str dtype_to_typestr(DLDataType dtype):
     cdef long key = _pack(dtype.code, dtype.bits, dtype.lanes)
     cdef object ts = _TO_TYPESTR.get(key)
     if ts is not None:
         return ts
-    _check_known(dtype)
-    row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
-    if row[4] is None or dtype.lanes != 1:
-        raise BufferError(
-            f"{dtype_name(dtype)} has no array-interface typestr; exchange it through DLPack "
-            "(__dlpack__) instead")
+    row = _row_naming(dtype, 4, "array-interface typestr")
     nbytes = dtype.bits // 8
     ts = f"{'|' if nbytes == 1 else _NATIVE}{row[4]}{nbytes}"
     _TO_TYPESTR[key] = ts
@@ -323,12 +329,7 @@ cdef str dtype_to_buffer_format(DLDataType dtype):
     cdef object fmt = _TO_FORMAT.get(key)
     if fmt is not None:
         return fmt
-    _check_known(dtype)
-    row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
-    if row[5] is None or dtype.lanes != 1:
-        raise BufferError(
-            f"{dtype_name(dtype)} has no buffer-protocol format; exchange it through DLPack "
-            "(__dlpack__) instead")
+    row = _row_naming(dtype, 5, "buffer-protocol format")
     _TO_FORMAT[key] = row[5]
     return row[5]
 
