@@ -25,6 +25,7 @@ from interop_core.bench._report import (  # noqa: E402
     _fmt_ns,
     _peer_text,
     budget_rows,
+    budget_text,
     environment_line,
 )
 
@@ -60,7 +61,7 @@ def budget_table(runs: dict[str, tuple[dict, list[Measurement]] | None]) -> str:
     if lines_source is None:
         return "(no results yet)"
     for i, base in enumerate(lines_source):
-        cells = [base["line"], _fmt_ns(base["budget_ns"])]
+        cells = [base["line"], budget_text(base)]
         for name, _ in RUNS:
             rows = per_run.get(name)
             if rows is None:

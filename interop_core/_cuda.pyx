@@ -5,7 +5,8 @@ from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
 
 from ._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
-__all__ = ["device_count", "device_name", "driver_version", "events_created", "pointer_attributes"]
+__all__ = ["device_count", "device_name", "driver_version", "events_created", "orderings_enqueued",
+           "pointer_attributes"]
 
 # Driver API values used here (from the CUDA driver API documentation).
 cdef enum:
@@ -221,6 +222,7 @@ def device_name(ordinal):
 cdef void* _primary_ctx[MAX_DEVICES]      # retained once, never released
 cdef void* _events[MAX_DEVICES]
 cdef long _events_created = 0
+cdef long _orderings_enqueued = 0     # record + wait pairs, for tests of the same-stream skip
 
 
 cdef int _check(int status, const char* call) except -1:
@@ -276,6 +278,7 @@ cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
 
 
 cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1:
+    global _orderings_enqueued
     cdef void* ctx
     cdef void* current = NULL
     cdef void* popped
@@ -295,6 +298,7 @@ cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) exce
     try:
         _check(_cuEventRecord(ev, <void*> producer), b"cuEventRecord")
         _check(_cuStreamWaitEvent(<void*> consumer, ev, 0), b"cuStreamWaitEvent")
+        _orderings_enqueued += 1
     finally:
         if pushed:
             _cuCtxPopCurrent(&popped)
@@ -322,3 +326,8 @@ def _order_streams(producer, consumer, device_id=0):
 def events_created():
     """How many CUDA events stream ordering has created so far (one per device, reused)."""
     return _events_created
+
+
+def orderings_enqueued():
+    """How many event record + stream wait pairs stream ordering has enqueued so far."""
+    return _orderings_enqueued

@@ -20,7 +20,7 @@ from ._dlpack_abi cimport DLDataType
 from ._dtypes cimport record_set_dtype
 from ._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ._record cimport MAX_NDIM, ViewRecord, extents_resize
-from ._streams cimport resolve_stream
+from ._streams cimport canonical_stream, resolve_stream
 from ._view cimport (
     PROTOCOL_NONE,
     PROTOCOL_SELF,
@@ -345,16 +345,16 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef int kind = entry.kind
     cdef intptr_t consumer = 0
+    if stream is not None:
+        # Resolved once, here: readers get None or the int handle, never a stream object.
+        stream = canonical_stream(stream, &consumer)
     if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
         v.owner = obj
-        if stream is not None and resolve_stream(stream, &consumer):
-            _order(entry, v, consumer)
-        return v
-    if kind == READER_GENERIC or kind == READER_SELF:
+    elif kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
-    if kind == READER_PYTHON:
+    elif kind == READER_PYTHON:
         result = entry.reader(obj, stream)
         if type(result) is not StridedMemoryView:
             raise TypeError(
@@ -364,7 +364,7 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         v = <StridedMemoryView> result
     else:
         v = _read_capsule(entry, obj, stream)
-    if stream is not None and resolve_stream(stream, &consumer):
+    if stream is not None:
         _order(entry, v, consumer)
     return v
 

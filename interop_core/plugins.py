@@ -204,7 +204,9 @@ class PluginRegistrar:
         type_ : type or str
             The stream class, or its ``"module:QualName"``.
         handle : callable
-            ``handle(stream_object) -> int``: the ``CUstream`` it stands for.
+            ``handle(stream_object) -> int``: the ``CUstream`` it stands for, which must not
+            change over the object's lifetime (the last object resolved is remembered, by
+            weak reference, so that passing it again costs one comparison).
         """
         _validate_target(type_, "type_")
         if not callable(handle):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 import threading
 import types
 import warnings
+import weakref
 
 import numpy as np
 import pytest
+from conftest import make_plugin
 
 import interop_core
 from interop_core import StridedMemoryView, plugins, view
@@ -27,32 +30,6 @@ def read_tensorish(obj, stream):
     return StridedMemoryView.from_pointer(
         a.ctypes.data, a.shape, tuple(s // a.itemsize for s in a.strides), a.dtype,
         readonly=not a.flags.writeable, owner=obj)
-
-
-def make_plugin(declare):
-    """A plugin object whose hook runs `declare(registry)`."""
-
-    class Plugin:
-        @interop_core.hookimpl
-        def interop_core_register(self, registry):
-            declare(registry)
-
-    return Plugin()
-
-
-@pytest.fixture
-def registered():
-    """Register plugins by hand for one test; every one is unregistered afterwards."""
-    names = []
-
-    def register(declare, name):
-        names.append(interop_core.register_plugin(make_plugin(declare), name=name))
-        return names[-1]
-
-    yield register
-    for name in reversed(names):
-        if any(info.name == name for info in interop_core.plugin_status()):
-            interop_core.unregister_plugin(name)
 
 
 # --- the generic path -----------------------------------------------------------------------------
@@ -88,6 +65,14 @@ def test_view_validates_the_stream_argument():
         view(np.zeros(2), stream=object())
 
 
+class FakeStreamProtocol:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
 # --- registration -------------------------------------------------------------------------------
 
 
@@ -100,10 +85,26 @@ def test_a_registered_python_reader_is_used_for_its_exact_type(registered):
 
     registered(lambda r: r.add_type(Tensorish, reader), "tensorish")
     obj = Tensorish(np.arange(4, dtype=np.int32))
-    v = view(obj, stream=-1)
+    v = view(obj)
     assert v.ptr == obj.array.ctypes.data and v.shape == (4,) and v.owner is obj
-    assert calls == [-1]
     assert plugins.reader_for(Tensorish).plugin == "tensorish"
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("stream", "reader_sees"), [
+    (None, None), (-1, None), (0, 0), (0x7F00_1234, 0x7F00_1234), (FakeStreamProtocol(9), 9),
+])
+def test_readers_receive_the_stream_resolved_to_none_or_its_handle(registered, stream,
+                                                                   reader_sees):
+    calls = []
+
+    def reader(obj, stream):
+        calls.append(stream)
+        return read_tensorish(obj, stream)
+
+    registered(lambda r: r.add_type(Tensorish, reader), "tensorish")
+    view(Tensorish(np.arange(4, dtype=np.int32)), stream=stream)
+    assert calls == [reader_sees]
 
 
 def test_types_declared_by_name_resolve_once_their_module_is_imported(registered):
@@ -291,6 +292,46 @@ def test_registered_stream_types_resolve_to_their_handle(registered):
         interop_core.resolve_consumer_stream(FakeStream(7))
     registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
     assert interop_core.resolve_consumer_stream(FakeStream(7)) == 7
+
+
+def test_a_stream_object_passed_again_is_not_resolved_again(registered):
+    calls = []
+
+    def handle(stream):
+        calls.append(stream)
+        return stream.handle
+
+    registered(lambda r: r.add_stream_type(FakeStream, handle), "streams")
+    stream = FakeStream(0x1000)
+    for _ in range(5):
+        assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    assert len(calls) == 1
+    other = FakeStream(0x2000)
+    assert interop_core.resolve_consumer_stream(other) == 0x2000
+    assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    assert len(calls) == 3
+
+
+def test_the_remembered_stream_object_is_not_kept_alive_nor_mistaken_for_a_new_one(registered):
+    registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
+    stream = FakeStream(0x1000)
+    assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    gone = weakref.ref(stream)
+    del stream
+    gc.collect()
+    assert gone() is None
+    # New objects often reuse the freed address: each must resolve to its own handle.
+    for handle in range(0x3000, 0x3010):
+        assert interop_core.resolve_consumer_stream(FakeStream(handle)) == handle
+
+
+def test_re_registering_stream_types_forgets_the_remembered_stream(registered):
+    registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
+    stream = FakeStream(0x1000)
+    assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    interop_core.unregister_plugin("streams")
+    with pytest.raises(TypeError, match="FakeStream"):
+        interop_core.resolve_consumer_stream(stream)
 
 
 def test_to_uses_the_registered_exporter_by_name_and_by_type(registered):

@@ -69,6 +69,22 @@ def test_ordering_without_a_driver_is_a_clear_error():
     assert view(producer, stream=0x5000).ptr == 0x7F0000000000
 
 
+class RegisteredStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="proves the skip by the missing driver")
+def test_a_stream_object_naming_the_producers_stream_needs_no_driver(registered):
+    registered(lambda r: r.add_stream_type(RegisteredStream, lambda s: s.handle), "streams")
+    producer = DeviceInterface(stream=0x5000)
+    same, other = RegisteredStream(0x5000), RegisteredStream(0x6000)
+    for _ in range(3):
+        assert view(producer, stream=same).producer_stream == 0x5000
+    with pytest.raises(RuntimeError, match="needs the CUDA driver"):
+        view(producer, stream=other)
+
+
 def test_same_stream_skips_ordering_entirely():
     _cuda._order_streams(0x5000, 0x5000)   # would need a driver if it did anything
     _cuda._order_streams(0, 1)             # both name the legacy default stream
@@ -171,6 +187,21 @@ def test_jax_arrays_are_ready_before_the_consumer_reads(torch_cuda):
         copy = _consumer_reads(torch, view(result, stream=consumer), consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+
+
+@pytest.mark.gpu
+def test_the_producers_own_stream_enqueues_nothing_and_another_stream_one_wait(torch_cuda):
+    torch = torch_cuda
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.ones(16, device="cuda")
+    with torch.cuda.stream(side):
+        before = _cuda.orderings_enqueued()
+        for stream in (side, side.cuda_stream, side, torch.cuda.current_stream()):
+            v = view(x, stream=stream)
+            assert v.producer_stream == side.cuda_stream
+        assert _cuda.orderings_enqueued() == before
+        view(x, stream=other)
+        assert _cuda.orderings_enqueued() == before + 1
 
 
 @pytest.mark.gpu

@@ -249,6 +249,43 @@ def _stream_handle_and_object(fw: str):
     raise LookupError(fw)
 
 
+def _producer_stream_and_handle(fw: str):
+    """The stream ``fw`` writes on now (the producer's own), as its object and CUstream handle."""
+    if fw == "torch":
+        import torch
+
+        s = torch.cuda.current_stream()
+        return s, s.cuda_stream
+    if fw == "cupy":
+        import cupy
+
+        s = cupy.cuda.get_current_stream()
+        return s, s.ptr
+    raise LookupError(fw)
+
+
+def _same_stream_cases(fw: str, obj: object, smv: object) -> list[Case]:
+    """view(x) against view(x, stream=the producer's own stream): the ordering that is skipped."""
+    from .. import view
+
+    try:
+        stream, handle = _producer_stream_and_handle(fw)
+    except LookupError:
+        return []
+    group = f"view({fw} cuda, same stream)"
+    cases = [Case("stream", group, "interop_core view()", partial(view, obj), ours=True),
+             Case("stream", group, "interop_core view(stream=None)",
+                  partial(view, obj, stream=None), ours=True),
+             Case("stream", group, f"interop_core view(stream={fw} stream)",
+                  partial(view, obj, stream=stream), ours=True),
+             Case("stream", group, "interop_core view(stream=int handle)",
+                  partial(view, obj, stream=handle), ours=True)]
+    if smv is not None and hasattr(obj, "__dlpack__"):
+        cases.append(Case("stream", group, "cuda.core from_dlpack (synced)",
+                          partial(smv.from_dlpack, obj, stream_ptr=handle)))
+    return cases
+
+
 def _section_stream(device: str, quick: bool) -> list[Case]:
     if "cuda" not in _devices(device):
         return []
@@ -257,6 +294,7 @@ def _section_stream(device: str, quick: bool) -> list[Case]:
     cases = []
     smv = _cuda_core_view()
     for fw, obj in samples("cuda").items():
+        cases += _same_stream_cases(fw, obj, smv)
         try:
             stream, handle = _stream_handle_and_object(fw)
         except Exception:

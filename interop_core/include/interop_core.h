@@ -47,7 +47,8 @@ typedef struct {
     PyObject *keepalive;         /* new reference, or NULL meaning the object itself */
 } interop_core_tensor_info;
 
-/* Called with the GIL held; `stream` is the consumer's stream argument as given to view(). */
+/* Called with the GIL held; `stream` is the consumer's stream, resolved: None (no
+   synchronisation) or the CUstream handle as a Python int. */
 typedef int (*interop_core_reader_v1)(PyObject *obj, PyObject *stream,
                                       interop_core_tensor_info *out);
 
