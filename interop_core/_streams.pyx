@@ -3,16 +3,16 @@
 # Entry points (`view`, `to`, `from_*`, `sync`, exports) resolve the caller's `stream` once and
 # hand the readers its canonical form (None, or the int handle), which resolves again for the
 # price of one C integer conversion.  Stream objects of registered types are the other cost on
-# the per-call path: the last one resolved is remembered by weak reference, so a launcher that
-# passes the same stream object on every call pays one pointer comparison for it.
+# the per-call path: the last one resolved is remembered, so a launcher that passes the same
+# stream object on every call pays one pointer comparison for it.
 
 from cpython.long cimport PyLong_AsUnsignedLongLong
 from cpython.object cimport PyObject
-from cpython.weakref cimport PyWeakref_GetObject
 from libc.stdint cimport intptr_t
 
 cdef extern from "Python.h":
-    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
+    # Cannot fail for an exact int: overflow is reported through `overflow`.
+    long long PyLong_AsLongLongAndOverflow(object value, int* overflow) noexcept
 
 from weakref import ref as _weak_ref
 
@@ -22,23 +22,38 @@ __all__ = ["resolve_consumer_stream", "set_stream_types"]
 # interop_core.plugins; holds the types and callables alive).
 cdef dict _STREAM_TYPES = {}
 
-# The last stream object resolved through a registered type.  `_last_stream` is a weak
-# reference (owned here; it never keeps the stream alive, and reads None once the stream is
-# gone, so a new object at the same address cannot match); `_last_canonical` is the handle its
-# type returned (an int owned here).  Registered stream types promise a fixed handle per object.
-cdef object _last_stream = None
-cdef object _last_canonical = None
+# The last stream object resolved through a registered type, and what it resolved to.
+# `_last_stream_ref` is a weak reference to it (owned here; it never keeps the stream alive)
+# whose callback clears `_last_stream`, a borrowed address used only for the identity check:
+# the callback runs before the stream's memory can be reused, so a new object at the same address
+# never matches.  Registered stream types promise a fixed handle per object.
+cdef PyObject* _last_stream = NULL
+cdef object _last_stream_ref = None
+cdef object _last_canonical = None      # None or the int handle (owned here)
+cdef intptr_t _last_handle = 0
+
+
+def _forget_stream(ref):
+    global _last_stream
+    if ref is _last_stream_ref:
+        _last_stream = NULL
+
+
+cdef int _forget_all() except -1:
+    global _last_stream, _last_stream_ref
+    _last_stream = NULL
+    _last_stream_ref = None
+    return 0
 
 
 def set_stream_types(dict handles):
     """Install ``{stream type: handle(stream) -> int}`` (called by :mod:`interop_core.plugins`)."""
-    global _last_stream
-    _last_stream = None
+    _forget_all()
     _STREAM_TYPES.clear()
     _STREAM_TYPES.update(handles)
 
 
-cdef int _resolve_int(object stream, intptr_t* handle) except -1:
+cdef int resolve_int(object stream, intptr_t* handle) except -1:
     cdef int overflow = 0
     cdef long long value = PyLong_AsLongLongAndOverflow(stream, &overflow)
     if overflow == 0:
@@ -55,19 +70,15 @@ cdef int _resolve_int(object stream, intptr_t* handle) except -1:
     raise ValueError(f"stream handle {stream} is out of range")
 
 
-cdef object canonical_stream(object stream, intptr_t* handle):
-    if stream is None:
-        return None
-    if type(stream) is int:
-        return stream if _resolve_int(stream, handle) else None
-    if (_last_stream is not None
-            and PyWeakref_GetObject(_last_stream) == <PyObject*> stream):
-        return _last_canonical if _resolve_int(_last_canonical, handle) else None
+cdef object canonical_object_stream(object stream, intptr_t* handle):
+    if <PyObject*> stream == _last_stream:
+        handle[0] = _last_handle
+        return _last_canonical
     return _canonical_slow(stream, handle)
 
 
 cdef object _canonical_slow(object stream, intptr_t* handle):
-    global _last_stream, _last_canonical
+    global _last_stream, _last_stream_ref, _last_canonical, _last_handle
     if isinstance(stream, bool):
         raise TypeError("stream must be None, an int CUstream handle or a stream object, got bool")
     if isinstance(stream, int):
@@ -80,15 +91,16 @@ cdef object _canonical_slow(object stream, intptr_t* handle):
                 f"the stream handle of {type(stream).__name__} must be an int, got "
                 f"{type(value).__name__}")
         value = int(value)
-        canonical = value if _resolve_int(value, handle) else None
+        canonical = value if resolve_int(value, handle) else None
         try:
-            remembered = _weak_ref(stream)
+            remembered = _weak_ref(stream, _forget_stream)
         except TypeError:       # a stream type without weak references: resolve it every time
             return canonical
-        # Drop the old reference first so the pair is never seen half-updated.
-        _last_stream = None
-        _last_canonical = value
-        _last_stream = remembered
+        _forget_all()           # never seen half-updated, whatever the decrefs below run
+        _last_canonical = canonical
+        _last_handle = handle[0]
+        _last_stream_ref = remembered
+        _last_stream = <PyObject*> stream
         return canonical
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
@@ -104,14 +116,6 @@ cdef object _canonical_slow(object stream, intptr_t* handle):
     raise TypeError(
         f"stream must be None, -1, an int CUstream handle, an object with __cuda_stream__ or a "
         f"stream type a plugin registered, got {type(stream).__name__}")
-
-
-cdef int resolve_stream(object stream, intptr_t* handle) except -1:
-    if stream is None:
-        return 0
-    if type(stream) is int:
-        return _resolve_int(stream, handle)
-    return canonical_stream(stream, handle) is not None
 
 
 def resolve_consumer_stream(stream):
