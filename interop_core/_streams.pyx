@@ -2,19 +2,16 @@
 #
 # Entry points (`view`, `to`, `from_*`, `sync`, exports) resolve the caller's `stream` once and
 # hand the readers its canonical form (None, or the int handle), which resolves again for the
-# price of one C integer conversion.  Stream objects of registered types are the other cost on
-# the per-call path: the last one resolved is remembered, so a launcher that passes the same
-# stream object on every call pays one pointer comparison for it.
+# price of one C integer conversion.  Stream objects are not cached between calls: that would
+# need a weak reference (torch 2.11's CUDA streams leave theirs dangling when freed) or a strong
+# one (keeping a user's stream alive); their types' handle getters are kept cheap instead.
 
 from cpython.long cimport PyLong_AsUnsignedLongLong
-from cpython.object cimport PyObject
 from libc.stdint cimport intptr_t
 
 cdef extern from "Python.h":
     # Cannot fail for an exact int: overflow is reported through `overflow`.
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) noexcept
-
-from weakref import ref as _weak_ref
 
 __all__ = ["resolve_consumer_stream", "set_stream_types"]
 
@@ -22,33 +19,9 @@ __all__ = ["resolve_consumer_stream", "set_stream_types"]
 # interop_core.plugins; holds the types and callables alive).
 cdef dict _STREAM_TYPES = {}
 
-# The last stream object resolved through a registered type, and what it resolved to.
-# `_last_stream_ref` is a weak reference to it (owned here; it never keeps the stream alive)
-# whose callback clears `_last_stream`, a borrowed address used only for the identity check:
-# the callback runs before the stream's memory can be reused, so a new object at the same address
-# never matches.  Registered stream types promise a fixed handle per object.
-cdef PyObject* _last_stream = NULL
-cdef object _last_stream_ref = None
-cdef object _last_canonical = None      # None or the int handle (owned here)
-cdef intptr_t _last_handle = 0
-
-
-def _forget_stream(ref):
-    global _last_stream
-    if ref is _last_stream_ref:
-        _last_stream = NULL
-
-
-cdef int _forget_all() except -1:
-    global _last_stream, _last_stream_ref
-    _last_stream = NULL
-    _last_stream_ref = None
-    return 0
-
 
 def set_stream_types(dict handles):
     """Install ``{stream type: handle(stream) -> int}`` (called by :mod:`interop_core.plugins`)."""
-    _forget_all()
     _STREAM_TYPES.clear()
     _STREAM_TYPES.update(handles)
 
@@ -71,37 +44,20 @@ cdef int resolve_int(object stream, intptr_t* handle) except -1:
 
 
 cdef object canonical_object_stream(object stream, intptr_t* handle):
-    if <PyObject*> stream == _last_stream:
-        handle[0] = _last_handle
-        return _last_canonical
-    return _canonical_slow(stream, handle)
-
-
-cdef object _canonical_slow(object stream, intptr_t* handle):
-    global _last_stream, _last_stream_ref, _last_canonical, _last_handle
+    getter = _STREAM_TYPES.get(type(stream))      # first: the per-call case of a launcher
+    if getter is not None:
+        value = getter(stream)
+        if type(value) is not int:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(
+                    f"the stream handle of {type(stream).__name__} must be an int, got "
+                    f"{type(value).__name__}")
+            value = int(value)
+        return value if resolve_int(value, handle) else None
     if isinstance(stream, bool):
         raise TypeError("stream must be None, an int CUstream handle or a stream object, got bool")
     if isinstance(stream, int):
         return canonical_stream(int(stream), handle)
-    getter = _STREAM_TYPES.get(type(stream))
-    if getter is not None:
-        value = getter(stream)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(
-                f"the stream handle of {type(stream).__name__} must be an int, got "
-                f"{type(value).__name__}")
-        value = int(value)
-        canonical = value if resolve_int(value, handle) else None
-        try:
-            remembered = _weak_ref(stream, _forget_stream)
-        except TypeError:       # a stream type without weak references: resolve it every time
-            return canonical
-        _forget_all()           # never seen half-updated, whatever the decrefs below run
-        _last_canonical = canonical
-        _last_handle = handle[0]
-        _last_stream_ref = remembered
-        _last_stream = <PyObject*> stream
-        return canonical
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         pair = protocol() if callable(protocol) else protocol

@@ -16,7 +16,7 @@ import pytest
 
 from interop_core.bench import SECTIONS
 from interop_core.bench._cases import Case, run_case
-from interop_core.bench._harness import QUICK, Measurement, measure_threads
+from interop_core.bench._harness import QUICK, Measurement, bound, measure_threads
 from interop_core.bench._report import BUDGET, budget_rows, format_budget, format_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +163,13 @@ def test_threads_harness_counts_calls_from_every_thread():
 def test_sections_are_the_documented_ones():
     assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
                               "import"]
+
+
+def test_bound_calls_pass_positional_and_keyword_arguments_as_given():
+    def record(*args, **kwargs):
+        return args, kwargs
+
+    assert bound(record, 1, "x")() == ((1, "x"), {})
+    marker = object()
+    assert bound(record, marker, stream=-1, copy=None)() == ((marker,), {"stream": -1,
+                                                                         "copy": None})

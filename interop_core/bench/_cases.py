@@ -17,9 +17,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
-from ._harness import Measurement, Settings, measure, measure_threads
+from ._harness import Measurement, Settings, bound, measure, measure_threads
 
 __all__ = ["Case", "SECTIONS", "build_cases", "run_case", "samples"]
 
@@ -179,12 +178,12 @@ def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[
     if smv is not None:
         if hasattr(obj, "__dlpack__"):
             peers.append(("cuda.core from_dlpack",
-                          partial(smv.from_dlpack, obj, stream_ptr=-1)))
+                          bound(smv.from_dlpack, obj, stream_ptr=-1)))
         peers.append(("cuda.core from_any_interface",
-                      partial(smv.from_any_interface, obj, stream_ptr=-1)))
+                      bound(smv.from_any_interface, obj, stream_ptr=-1)))
     tvm = _tvm_from_dlpack()
     if tvm is not None and hasattr(obj, "__dlpack__"):
-        peers.append(("tvm_ffi.from_dlpack", partial(tvm, obj)))
+        peers.append(("tvm_ffi.from_dlpack", bound(tvm, obj)))
     if hasattr(obj, "__dlpack__"):
         peers.append((f"{fw} __dlpack__ (capsule only)", obj.__dlpack__))
     if hasattr(type(obj), "__cuda_array_interface__"):
@@ -195,19 +194,19 @@ def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[
     if device == "cpu" and _installed("numpy") and hasattr(obj, "__dlpack__"):
         import numpy as np
 
-        peers.append(("np.from_dlpack", partial(np.from_dlpack, obj)))
+        peers.append(("np.from_dlpack", bound(np.from_dlpack, obj)))
     if _installed("torch") and hasattr(obj, "__dlpack__") and fw != "torch":
         import torch
 
-        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, obj)))
+        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, obj)))
     if device == "cuda" and _installed("cupy") and fw != "cupy":
         import cupy
 
-        peers.append(("cupy.asarray", partial(cupy.asarray, obj)))
+        peers.append(("cupy.asarray", bound(cupy.asarray, obj)))
     if device == "cuda" and _installed("numba") and hasattr(type(obj), "__cuda_array_interface__"):
         from numba import cuda
 
-        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, obj)))
+        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, obj)))
     return peers
 
 
@@ -220,11 +219,11 @@ def _section_view(device: str, quick: bool) -> list[Case]:
     for dev in _devices(device):
         for fw, obj in samples(dev).items():
             group = f"view({fw} {dev})"
-            cases.append(Case("view", group, "interop_core view()", partial(view, obj),
+            cases.append(Case("view", group, "interop_core view()", bound(view, obj),
                               ours=True))
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("view", group, "interop_core StridedMemoryView.from_dlpack",
-                                  partial(StridedMemoryView.from_dlpack, obj), ours=True))
+                                  bound(StridedMemoryView.from_dlpack, obj), ours=True))
             cases += [Case("view", group, name, fn) for name, fn in _view_peers(fw, obj, dev)]
     return cases
 
@@ -273,16 +272,17 @@ def _same_stream_cases(fw: str, obj: object, smv: object) -> list[Case]:
     except LookupError:
         return []
     group = f"view({fw} cuda, same stream)"
-    cases = [Case("stream", group, "interop_core view()", partial(view, obj), ours=True),
+    # Positional arguments throughout, so that every path here is called from C, frame-less.
+    cases = [Case("stream", group, "interop_core view()", bound(view, obj), ours=True),
              Case("stream", group, "interop_core view(stream=None)",
-                  partial(view, obj, stream=None), ours=True),
+                  bound(view, obj, None), ours=True),
              Case("stream", group, f"interop_core view(stream={fw} stream)",
-                  partial(view, obj, stream=stream), ours=True),
+                  bound(view, obj, stream), ours=True),
              Case("stream", group, "interop_core view(stream=int handle)",
-                  partial(view, obj, stream=handle), ours=True)]
+                  bound(view, obj, handle), ours=True)]
     if smv is not None and hasattr(obj, "__dlpack__"):
         cases.append(Case("stream", group, "cuda.core from_dlpack (synced)",
-                          partial(smv.from_dlpack, obj, stream_ptr=handle)))
+                          bound(smv.from_dlpack, obj, stream_ptr=handle)))
     return cases
 
 
@@ -301,18 +301,18 @@ def _section_stream(device: str, quick: bool) -> list[Case]:
             continue
         group = f"view({fw} cuda, stream=)"
         cases.append(Case("stream", group, f"interop_core view(stream={fw} stream)",
-                          partial(view, obj, stream=stream), ours=True))
+                          bound(view, obj, stream=stream), ours=True))
         cases.append(Case("stream", group, "interop_core view(stream=int handle)",
-                          partial(view, obj, stream=handle), ours=True))
+                          bound(view, obj, stream=handle), ours=True))
         if smv is not None:
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("stream", group, "cuda.core from_dlpack (synced)",
-                                  partial(smv.from_dlpack, obj, stream_ptr=handle)))
+                                  bound(smv.from_dlpack, obj, stream_ptr=handle)))
             cases.append(Case("stream", group, "cuda.core from_any_interface (synced)",
-                              partial(smv.from_any_interface, obj, stream_ptr=handle)))
+                              bound(smv.from_any_interface, obj, stream_ptr=handle)))
         if hasattr(obj, "__dlpack__"):
             cases.append(Case("stream", group, f"{fw} __dlpack__(stream=) (capsule only)",
-                              partial(obj.__dlpack__, stream=handle)))
+                              bound(obj.__dlpack__, stream=handle)))
     return cases
 
 
@@ -325,24 +325,24 @@ def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[]
     if target == "numpy":
         import numpy as np
 
-        peers.append(("np.from_dlpack", partial(np.from_dlpack, src)))
+        peers.append(("np.from_dlpack", bound(np.from_dlpack, src)))
     elif target == "torch":
         import torch
 
-        peers.append(("torch.from_dlpack", partial(torch.from_dlpack, src)))
+        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, src)))
     elif target == "cupy":
         import cupy
 
-        peers.append(("cupy.from_dlpack", partial(cupy.from_dlpack, src)))
-        peers.append(("cupy.asarray", partial(cupy.asarray, src)))
+        peers.append(("cupy.from_dlpack", bound(cupy.from_dlpack, src)))
+        peers.append(("cupy.asarray", bound(cupy.asarray, src)))
     elif target == "numba":
         from numba import cuda
 
-        peers.append(("numba.cuda.as_cuda_array", partial(cuda.as_cuda_array, src)))
+        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, src)))
     elif target == "jax":
         import jax.dlpack
 
-        peers.append(("jax.dlpack.from_dlpack", partial(jax.dlpack.from_dlpack, src)))
+        peers.append(("jax.dlpack.from_dlpack", bound(jax.dlpack.from_dlpack, src)))
     return peers
 
 
@@ -380,14 +380,14 @@ def _section_to(device: str, quick: bool) -> list[Case]:
                     continue
                 group = f"to({fw} {dev}, {target!r})"
                 cases.append(Case("to", group, "interop_core to()",
-                                  partial(to, src, target), ours=True))
+                                  bound(to, src, target), ours=True))
                 try:
                     v = view(src)
                 except Exception:
                     v = None
                 if v is not None:
                     cases.append(Case("to", group, "interop_core to(view) (export only)",
-                                      partial(to, v, target), ours=True))
+                                      bound(to, v, target), ours=True))
                 try:
                     peers = _to_peers(target, src, dev)
                 except Exception:
@@ -428,15 +428,15 @@ def _section_viewable(device: str, quick: bool) -> list[Case]:
             by_hand = _launcher(n, by_hand=view)
             bare = _launcher(n)
             cases.append(Case("viewable", group, "interop_core @viewable",
-                              partial(decorated, *args), ours=True))
+                              bound(decorated, *args), ours=True))
             cases.append(Case("viewable", group, "view() by hand in the launcher",
-                              partial(by_hand, *args), ours=True))
+                              bound(by_hand, *args), ours=True))
             if smv is not None and hasattr(obj, "__dlpack__"):
                 peer = _launcher(n, by_hand=lambda o: smv.from_dlpack(o, stream_ptr=-1))
                 cases.append(Case("viewable", group, "cuda.core from_dlpack by hand",
-                                  partial(peer, *args)))
+                                  bound(peer, *args)))
             cases.append(Case("viewable", group, "no conversion (bare call)",
-                              partial(bare, *args)))
+                              bound(bare, *args)))
     return cases
 
 
@@ -458,17 +458,17 @@ def _section_ndim(device: str, quick: bool) -> list[Case]:
         for ndim in ndims:
             for fw, obj in _ndim_objects(dev, ndim).items():
                 group = f"ndim={ndim:>2} {fw} {dev}"
-                cases.append(Case("ndim", group, "interop_core view()", partial(view, obj),
+                cases.append(Case("ndim", group, "interop_core view()", bound(view, obj),
                                   ours=True))
                 cases.append(Case("ndim", group, "interop_core view().shape",
                                   lambda o=obj: view(o).shape, ours=True))
                 if smv is not None:
                     cases.append(Case("ndim", group, "cuda.core from_dlpack",
-                                      partial(smv.from_dlpack, obj, stream_ptr=-1)))
+                                      bound(smv.from_dlpack, obj, stream_ptr=-1)))
                     cases.append(Case("ndim", group, "cuda.core from_dlpack().shape",
                                       lambda o=obj: smv.from_dlpack(o, stream_ptr=-1).shape))
                 if tvm is not None:
-                    cases.append(Case("ndim", group, "tvm_ffi.from_dlpack", partial(tvm, obj)))
+                    cases.append(Case("ndim", group, "tvm_ffi.from_dlpack", bound(tvm, obj)))
     return cases
 
 
@@ -496,11 +496,11 @@ def _section_threads(device: str, quick: bool) -> list[Case]:
             for threads in (1, 2, 4, 8):
                 group = f"threads={threads} view({fw} {dev})"
                 cases.append(Case("threads", group, "interop_core view()",
-                                  runner=_threads_runner(partial(view, obj), threads),
+                                  runner=_threads_runner(bound(view, obj), threads),
                                   ours=True))
                 if smv is not None and hasattr(obj, "__dlpack__"):
                     cases.append(Case("threads", group, "cuda.core from_dlpack", runner=(
-                        _threads_runner(partial(smv.from_dlpack, obj, stream_ptr=-1),
+                        _threads_runner(bound(smv.from_dlpack, obj, stream_ptr=-1),
                                         threads))))
     return cases
 
@@ -563,7 +563,7 @@ def _section_dispatch(device: str, quick: bool) -> list[Case]:
     cases = []
     for label, obj in objects.items():
         group = f"dispatch {label}"
-        cases.append(Case("dispatch", group, "interop_core view()", partial(view, obj),
+        cases.append(Case("dispatch", group, "interop_core view()", bound(view, obj),
                           ours=True))
         cases.append(Case("dispatch", group, "table lookup added to the reader (in C)",
                           runner=_dispatch_runner(obj, blocks), ours=True))
@@ -609,11 +609,11 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     def fallback_on():
         mod.set_validation_result(False, "benchmark: forced fallback")
 
-    cases = [Case("readers", group, ours, partial(view, t), ours=True),
+    cases = [Case("readers", group, ours, bound(view, t), ours=True),
              Case("readers", group, "interop_core view() (AOTI, Python-API checks)", ours=True,
-                  runner=_stateful(partial(view, t), checks_on, restore)),
+                  runner=_stateful(bound(view, t), checks_on, restore)),
              Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
-                  runner=_stateful(partial(view, t), fallback_on, restore))]
+                  runner=_stateful(bound(view, t), fallback_on, restore))]
     for entry_name, label in (("dlpack_c_exchange_api", "DLPack C exchange API reader"),
                               ("dunder_dlpack", "__dlpack__ reader")):
         try:
@@ -621,7 +621,7 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
         except Exception:
             continue
         cases.append(Case("readers", group, f"interop_core {label} (core, generic)",
-                          partial(_registry.read_with, entry, t), ours=True))
+                          bound(_registry.read_with, entry, t), ours=True))
     try:
         v = view(t)
     except Exception:
@@ -629,11 +629,11 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     import torch
 
     group = f"readers: to(view, 'torch') {dev}"
-    cases += [Case("readers", group, "interop_core to(view, 'torch')", partial(to, v, "torch"),
+    cases += [Case("readers", group, "interop_core to(view, 'torch')", bound(to, v, "torch"),
                    ours=True),
               Case("readers", group, "interop_core _torch_reader.to_torch(view)",
-                   partial(mod.to_torch, v), ours=True),
-              Case("readers", group, "torch.from_dlpack(view)", partial(torch.from_dlpack, v))]
+                   bound(mod.to_torch, v), ours=True),
+              Case("readers", group, "torch.from_dlpack(view)", bound(torch.from_dlpack, v))]
     return cases
 
 
@@ -651,12 +651,12 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
     def restore():
         mod.set_validation_result(None)
 
-    return [Case("readers", group, "interop_core view() (plugin reader)", partial(view, obj),
+    return [Case("readers", group, "interop_core view() (plugin reader)", bound(view, obj),
                  ours=True),
             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
-                 runner=_stateful(partial(view, obj), fallback_on, restore)),
+                 runner=_stateful(bound(view, obj), fallback_on, restore)),
             Case("readers", group, "interop_core StridedMemoryView.from_any (core, generic)",
-                 partial(StridedMemoryView.from_any, obj), ours=True)]
+                 bound(StridedMemoryView.from_any, obj), ours=True)]
 
 
 def _mode_note(mod) -> str:
@@ -675,12 +675,12 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
         return []
     view(a)  # the plugin validates its reader on first use; the mode is then known
     group = f"readers: view(cupy {dev})"
-    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, a),
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, a),
                   ours=True, note=_mode_note(mod)),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
-                  partial(StridedMemoryView.from_cuda_array_interface, a), ours=True),
+                  bound(StridedMemoryView.from_cuda_array_interface, a), ours=True),
              Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",
-                  partial(StridedMemoryView.from_dlpack, a), ours=True)]
+                  bound(StridedMemoryView.from_dlpack, a), ours=True)]
     try:
         import cupy
         import interop_cupy
@@ -700,9 +700,9 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
             interop_cupy.EXPORT_PATH = original
 
         cases.append(Case("readers", group, f"interop_core to(view, 'cupy') (export: {path})",
-                          ours=True, runner=_stateful(partial(to, v, "cupy"), enter, leave)))
-    cases += [Case("readers", group, "cupy.from_dlpack(view)", partial(cupy.from_dlpack, v)),
-              Case("readers", group, "cupy.asarray(view)", partial(cupy.asarray, v))]
+                          ours=True, runner=_stateful(bound(to, v, "cupy"), enter, leave)))
+    cases += [Case("readers", group, "cupy.from_dlpack(view)", bound(cupy.from_dlpack, v)),
+              Case("readers", group, "cupy.asarray(view)", bound(cupy.asarray, v))]
     return cases
 
 
@@ -714,16 +714,16 @@ def _numba_reader_cases(dev: str, d: object) -> list[Case]:
         return []
     view(d)
     group = f"readers: view(numba {dev})"
-    cases = [Case("readers", group, "interop_core view() (plugin reader)", partial(view, d),
+    cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, d),
                   ours=True, note=_mode_note(mod)),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
-                  partial(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
+                  bound(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
     try:
         sliced = d[1:, ::2]
     except Exception:
         return cases
     cases.append(Case("readers", f"readers: view(numba {dev}, sliced [1:, ::2])",
-                      "interop_core view() (plugin reader)", partial(view, sliced), ours=True))
+                      "interop_core view() (plugin reader)", bound(view, sliced), ours=True))
     return cases
 
 

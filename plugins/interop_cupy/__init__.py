@@ -16,6 +16,7 @@ consumer stream is given.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import interop_core
@@ -46,8 +47,8 @@ def producer_stream(obj: Any) -> int:
     return _cupy_reader.producer_stream(obj)
 
 
-def _stream_handle(stream: Any) -> int:
-    return stream.ptr
+# A cupy stream's handle: a C getter, so resolving a stream argument runs no Python frame here.
+_stream_handle = operator.attrgetter("ptr")
 
 
 def _byte_span(view: Any) -> tuple[int, int]:

@@ -42,10 +42,6 @@ def producer_stream(obj: Any) -> int | None:
     return _numba_reader.producer_stream(obj)
 
 
-def _stream_handle(stream: Any) -> int:
-    return int(stream)
-
-
 def _simulator_enabled() -> bool:
     import numba.cuda
 
@@ -107,6 +103,6 @@ def interop_core_register(registry: Any) -> None:
     for path in SIMULATOR_TYPES:
         registry.add_type(path, reader="numba_simulator")
     for path in STREAM_TYPES:
-        registry.add_stream_type(path, handle=_stream_handle)
+        registry.add_stream_type(path, handle=int)   # numba streams convert to their handle
     registry.add_exporter("numba", export_numba, types=ARRAY_TYPES + SIMULATOR_TYPES,
                           preserves_readonly=False)
