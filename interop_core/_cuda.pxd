@@ -13,7 +13,8 @@ cdef int driver_available() noexcept
 cdef int pointer_device(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
 
 # Whether two CUstream handles name the same stream (0 and 1 are both the legacy default).
-cdef bint same_stream(intptr_t a, intptr_t b) noexcept nogil
+cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
+    return a == b or (a <= 1 and b <= 1 and a >= 0 and b >= 0)
 
 # Order `consumer` after the work enqueued so far on `producer` (memory on device `device_id`):
 # record a pooled event on the producer, make the consumer wait on it.  Never blocks the host;

@@ -272,11 +272,6 @@ cdef void* _event_of(int device_id) except NULL:
     return ev
 
 
-cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
-    # 0 (NULL) and CU_STREAM_LEGACY (1) both name the legacy default stream.
-    return a == b or (a <= 1 and b <= 1 and a >= 0 and b >= 0)
-
-
 cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1:
     global _orderings_enqueued
     cdef void* ctx

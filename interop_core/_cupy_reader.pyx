@@ -17,7 +17,6 @@ from ._dtypes cimport record_set_dtype_of
 from ._interfaces cimport read_cuda_array_interface
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
-from ._streams cimport resolve_stream
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
 
@@ -87,11 +86,9 @@ cdef int _set_producer_stream(object obj, ViewRecord* rec) except -1:
 
 
 cdef object read_cupy(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t consumer = 0
-    cdef int ordered = resolve_stream(stream, &consumer)
     if _mode == MODE_ATTRIBUTES:
         keepalive = _read_attributes(obj, rec)
-        if ordered:
+        if stream is not None:      # resolved: a consumer wants ordering
             _set_producer_stream(obj, rec)
         return keepalive
     if _mode == MODE_EXCHANGE_API:

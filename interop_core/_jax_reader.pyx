@@ -26,7 +26,6 @@ from ._dlpack_abi cimport DLDataType
 from ._numpy_reader cimport numpy_dtype_to_dlpack
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
-from ._streams cimport resolve_stream
 
 __all__ = ["validation_status", "set_validation_result", "revalidate"]
 
@@ -148,16 +147,12 @@ cdef bint _is_row_major(object obj, int ndim) except -1:
 
 
 cdef object read_jax(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
+    # After block_until_ready nothing is pending: no ordering, whatever the (validated) stream.
     if _state != VALID:
         if _state == UNVALIDATED:
             _validate()
         if _state != VALID:
             return _read_fallback(obj, stream, rec)
-    if stream is not None:
-        # After block_until_ready nothing is pending, so no ordering is needed; still, a bad
-        # argument is an error.
-        resolve_stream(stream, &handle)
     _read_fast(obj, rec)
     return obj
 

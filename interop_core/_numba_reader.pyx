@@ -15,7 +15,6 @@ from ._dtypes cimport record_set_dtype_of
 from ._interfaces cimport read_array_interface, read_cuda_array_interface
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
-from ._streams cimport resolve_stream
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
 
@@ -102,8 +101,6 @@ cdef object _read_attributes(object obj, ViewRecord* rec):
 
 
 cdef object read_numba(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t consumer = 0
-    resolve_stream(stream, &consumer)
     if _mode == MODE_ATTRIBUTES:
         return _read_attributes(obj, rec)
     if _mode == MODE_CAI:
@@ -114,8 +111,6 @@ cdef object read_numba(object obj, object stream, ViewRecord* rec):
 
 cdef object read_numba_simulator(object obj, object stream, ViewRecord* rec):
     # The simulator's "device" arrays are numpy arrays in host memory: view them as such.
-    cdef intptr_t consumer = 0
-    resolve_stream(stream, &consumer)
     try:
         ary = obj._ary
     except AttributeError:

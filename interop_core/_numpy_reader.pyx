@@ -22,7 +22,6 @@ from ._dtypes cimport dtype_from_object, record_set_dtype
 from ._interfaces cimport read_buffer_protocol
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
-from ._streams cimport resolve_stream
 
 __all__ = ["validation_status", "set_validation_result", "revalidate"]
 
@@ -235,22 +234,17 @@ cdef int _read_struct(object obj, ViewRecord* rec) except -1:
 
 
 cdef object read_numpy(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
+    # Host memory: nothing to order, whatever the (already validated) stream.
     if _state != VALID:
         if _state == UNVALIDATED:
             _validate()
         if _state != VALID:
             return _read_fallback(obj, stream, rec)
-    if stream is not None:
-        # Host memory: nothing to order, but a bad argument is still an error.
-        resolve_stream(stream, &handle)
     _read_struct(obj, rec)
     return obj
 
 
 cdef object _read_fallback(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
-    resolve_stream(stream, &handle)
     try:
         return read_buffer_protocol(obj, rec)
     except (BufferError, ValueError, TypeError):

@@ -4,7 +4,8 @@ from cpython.object cimport PyObject
 
 from ._record cimport ViewRecord
 
-# A core reader: fill `rec` from `obj`, return the keep-alive object.
+# A core reader: fill `rec` from `obj`, return the object that keeps the memory alive.  `stream`
+# arrives resolved (see _streams.canonical_stream): None, or the consumer's CUstream as an int.
 ctypedef object (*core_reader_t)(object obj, object stream, ViewRecord* rec)
 
 cdef enum ReaderKind:

@@ -19,6 +19,7 @@ from ._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
 from ._dlpack_abi cimport DLDataType
 from ._dtypes cimport record_set_dtype
 from ._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
+from ._cuda cimport same_stream
 from ._record cimport MAX_NDIM, ViewRecord, extents_resize
 from ._streams cimport canonical_stream, resolve_stream
 from ._view cimport (
@@ -373,7 +374,10 @@ cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) excep
     """Order `consumer` after the producer: the stream the reader found, else the plugin's."""
     if v.rec.device_type == 1:      # host memory: no streams
         return 0
-    if not v.rec.has_producer_stream and entry.producer_stream is not None:
+    if v.rec.has_producer_stream:
+        if same_stream(v.rec.producer_stream, consumer):
+            return 0                # the launcher's common case: decided without another call
+    elif entry.producer_stream is not None:
         producer = entry.producer_stream(v.owner)
         if producer is None:
             return 0

@@ -2,9 +2,11 @@
 #
 # Entry points (`view`, `to`, `from_*`, `sync`, exports) resolve the caller's `stream` once and
 # hand the readers its canonical form (None, or the int handle), which resolves again for the
-# price of one C integer conversion.  Stream objects are not cached between calls: that would
-# need a weak reference (torch 2.11's CUDA streams leave theirs dangling when freed) or a strong
-# one (keeping a user's stream alive); their types' handle getters are kept cheap instead.
+# price of one C integer conversion.  A stream object costs its type's handle getter, except for
+# types registered with keep_last=True (their objects own no CUDA stream, e.g. torch's pooled
+# streams): the last such object is kept, and passing it again costs one pointer comparison.
+# Weak references cannot do this job safely: torch 2.11's CUDA streams free themselves without
+# clearing theirs.
 
 from cpython.long cimport PyLong_AsUnsignedLongLong
 from libc.stdint cimport intptr_t
@@ -15,13 +17,22 @@ cdef extern from "Python.h":
 
 __all__ = ["resolve_consumer_stream", "set_stream_types"]
 
-# Exact stream type -> callable(stream) -> CUstream, as plugins registered them (installed by
-# interop_core.plugins; holds the types and callables alive).
+# Exact stream type -> (callable(stream) -> CUstream, keep_last), as plugins registered them
+# (installed by interop_core.plugins; holds the types and callables alive).
 cdef dict _STREAM_TYPES = {}
+
+# The last stream object resolved through a keep_last type (a strong reference owned here, which
+# such types promise holds no CUDA resource), and what it resolved to: `_kept_canonical` (None
+# or the int handle, owned here) and `_kept_handle`.
+cdef object _kept_stream = None
+cdef object _kept_canonical = None
+cdef intptr_t _kept_handle = 0
 
 
 def set_stream_types(dict handles):
-    """Install ``{stream type: handle(stream) -> int}`` (called by :mod:`interop_core.plugins`)."""
+    """Install ``{stream type: (handle(stream) -> int, keep_last)}`` (by ``plugins``)."""
+    global _kept_stream
+    _kept_stream = None
     _STREAM_TYPES.clear()
     _STREAM_TYPES.update(handles)
 
@@ -44,8 +55,13 @@ cdef int resolve_int(object stream, intptr_t* handle) except -1:
 
 
 cdef object canonical_object_stream(object stream, intptr_t* handle):
-    getter = _STREAM_TYPES.get(type(stream))      # first: the per-call case of a launcher
-    if getter is not None:
+    global _kept_stream, _kept_canonical, _kept_handle
+    if stream is _kept_stream:      # a launcher passing its stream on every call
+        handle[0] = _kept_handle
+        return _kept_canonical
+    registered = _STREAM_TYPES.get(type(stream))
+    if registered is not None:
+        getter, keep_last = <tuple> registered
         value = getter(stream)
         if type(value) is not int:
             if not isinstance(value, int) or isinstance(value, bool):
@@ -53,7 +69,13 @@ cdef object canonical_object_stream(object stream, intptr_t* handle):
                     f"the stream handle of {type(stream).__name__} must be an int, got "
                     f"{type(value).__name__}")
             value = int(value)
-        return value if resolve_int(value, handle) else None
+        canonical = value if resolve_int(value, handle) else None
+        if keep_last:
+            _kept_stream = None     # a reentrant call meanwhile sees no half-updated entry
+            _kept_canonical = canonical
+            _kept_handle = handle[0] if canonical is not None else 0
+            _kept_stream = stream
+        return canonical
     if isinstance(stream, bool):
         raise TypeError("stream must be None, an int CUstream handle or a stream object, got bool")
     if isinstance(stream, int):

@@ -31,7 +31,6 @@ from ._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA
 from ._dtypes cimport record_set_dtype
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
-from ._streams cimport resolve_stream
 from ._view cimport StridedMemoryView
 
 __all__ = ["validation_status", "set_validation_result", "to_torch", "aoti_producer_stream"]
@@ -129,7 +128,6 @@ cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
     cdef int64_t* strides
     cdef void* data
     cdef int i
-    cdef intptr_t handle = 0
     cdef void* cstream = NULL
     if _get_layout(h, &layout) != 0 or layout != _layout_strided:
         return 1
@@ -166,7 +164,8 @@ cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
     rec.ptr = <uintptr_t> data
     rec.readonly = False
     rec.has_producer_stream = False
-    if stream is not None and resolve_stream(stream, &handle) and rec.device_type == kDLCUDA:
+    # `stream` is resolved (None or a handle): a consumer wants ordering, so report the producer.
+    if stream is not None and rec.device_type == kDLCUDA:
         if _get_cuda_stream != NULL and _get_cuda_stream(rec.device_id, &cstream) == 0:
             rec.has_producer_stream = True
             rec.producer_stream = <intptr_t> cstream

@@ -196,7 +196,8 @@ class PluginRegistrar:
                                     producer_stream=producer_stream, type_path=_type_path(type_))
         self._record("type", type_, entry)
 
-    def add_stream_type(self, type_: type | str, handle: Callable[[Any], int]) -> None:
+    def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,
+                        keep_last: bool = False) -> None:
         """Accept objects of exactly ``type_`` as ``stream=`` arguments.
 
         Parameters
@@ -204,14 +205,17 @@ class PluginRegistrar:
         type_ : type or str
             The stream class, or its ``"module:QualName"``.
         handle : callable
-            ``handle(stream_object) -> int``: the ``CUstream`` it stands for, which must not
-            change over the object's lifetime (the last object resolved is remembered, by
-            weak reference, so that passing it again costs one comparison).
+            ``handle(stream_object) -> int``: the ``CUstream`` it stands for.  A C callable
+            (``operator.attrgetter("ptr")``, say) keeps the per-call cost down.
+        keep_last : bool
+            Keep a reference to the last object resolved, so that passing it again skips
+            ``handle``.  Only for types whose objects have a fixed handle and own no CUDA stream
+            (torch's, from its stream pool): keeping one alive must hold nothing.
         """
         _validate_target(type_, "type_")
         if not callable(handle):
             raise TypeError(f"handle must be callable, got {type(handle).__name__}")
-        self._record("stream", type_, handle)
+        self._record("stream", type_, (handle, bool(keep_last)))
 
     def add_exporter(self, target: str, exporter: Callable, *, types: tuple = (),
                      preserves_readonly: bool = False) -> None:
@@ -397,7 +401,7 @@ def _recompute() -> None:
     declarations = sorted((d for p in _plugins.values() if p.status == "loaded"
                            for d in p.declarations), key=lambda d: d.sequence)
     readers: dict[type, Any] = {}
-    stream_handles: dict[type, Callable] = {}
+    stream_handles: dict[type, tuple[Callable, bool]] = {}
     exporters: dict[str, _Declaration] = {}
     pending: dict[str, list] = {}
     for d in declarations:

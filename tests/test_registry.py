@@ -308,6 +308,38 @@ def test_resolving_a_stream_object_keeps_no_reference_to_it(registered):
         assert interop_core.resolve_consumer_stream(FakeStream(handle)) == handle
 
 
+def test_a_keep_last_stream_type_resolves_a_repeated_object_once_and_keeps_only_it(registered):
+    calls = []
+
+    def handle(stream):
+        calls.append(stream.handle)
+        return stream.handle
+
+    registered(lambda r: r.add_stream_type(FakeStream, handle, keep_last=True), "streams")
+    first, second = FakeStream(0x1000), FakeStream(0x2000)
+    for _ in range(5):
+        assert interop_core.resolve_consumer_stream(first) == 0x1000
+    assert calls == [0x1000]
+    first_gone = weakref.ref(first)
+    assert interop_core.resolve_consumer_stream(second) == 0x2000
+    del first
+    gc.collect()
+    assert first_gone() is None     # replaced: no longer kept
+    assert calls == [0x1000, 0x2000]
+
+
+def test_the_kept_stream_is_released_when_its_plugin_is_unregistered(registered):
+    registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle, keep_last=True),
+               "streams")
+    stream = FakeStream(0x1000)
+    assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    gone = weakref.ref(stream)
+    del stream
+    interop_core.unregister_plugin("streams")
+    gc.collect()
+    assert gone() is None
+
+
 def test_an_unregistered_stream_type_is_no_longer_accepted(registered):
     registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
     stream = FakeStream(0x1000)

@@ -78,7 +78,8 @@ def interop_core_register(registry):
     registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
     for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
-        registry.add_stream_type(path, handle=stream_handle)
+        # torch's stream objects name pooled streams they do not own: keeping one holds nothing.
+        registry.add_stream_type(path, handle=stream_handle, keep_last=True)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("torch", _torch_reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False)
