@@ -160,6 +160,8 @@ def budget_text(row: dict) -> str:
     """A row's budget: ns, and for a relative budget the path whose time it is."""
     if row["budget_path"] is None:
         return _fmt_ns(row["budget_ns"])
+    if row["budget_ns"] is None:
+        return f"≤ {row['budget_path']} of the same run"
     return f"{_fmt_ns(row['budget_ns'])} ({row['budget_path']})"
 
 
