@@ -21,7 +21,7 @@ from ._dtypes cimport record_set_dtype
 from ._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ._cuda cimport same_stream
 from ._record cimport MAX_NDIM, ViewRecord, extents_resize
-from ._streams cimport canonical_stream, resolve_stream
+from ._streams cimport canonical_stream
 from ._view cimport (
     PROTOCOL_NONE,
     PROTOCOL_SELF,
@@ -74,20 +74,15 @@ cdef object _core_dunder_dlpack(object obj, object stream, ViewRecord* rec):
 
 
 cdef object _core_cai(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
-    resolve_stream(stream, &handle)
     return read_cuda_array_interface(obj, stream, rec)
 
 
+# Host memory: the (already resolved) stream needs no ordering.
 cdef object _core_array_interface(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
-    resolve_stream(stream, &handle)
     return read_array_interface(obj, rec)
 
 
 cdef object _core_buffer(object obj, object stream, ViewRecord* rec):
-    cdef intptr_t handle
-    resolve_stream(stream, &handle)
     return read_buffer_protocol(obj, rec)
 
 

@@ -13,11 +13,7 @@ cdef object canonical_object_stream(object stream, intptr_t* handle)
 # with `handle` set to a CUstream for anything else (ints, objects with __cuda_stream__, stream
 # types plugins registered).  TypeError / ValueError for anything it cannot understand.
 cdef inline int resolve_stream(object stream, intptr_t* handle) except -1:
-    if stream is None:
-        return 0
-    if type(stream) is int:
-        return resolve_int(stream, handle)
-    return canonical_object_stream(stream, handle) is not None
+    return canonical_stream(stream, handle) is not None
 
 
 # The same, returning the argument's canonical form: None (no synchronisation) or the int handle

@@ -228,38 +228,24 @@ def _section_view(device: str, quick: bool) -> list[Case]:
     return cases
 
 
-def _stream_handle_and_object(fw: str):
-    """A second stream of ``fw``'s own kind (the consumer) and its CUstream handle."""
+def _stream_and_handle(fw: str, *, current: bool):
+    """A stream of ``fw``'s own kind and its CUstream handle: the one ``fw`` writes on now (the
+    producer's, ``current=True``) or a new one (a consumer)."""
     if fw == "torch":
         import torch
 
-        s = torch.cuda.Stream()
+        s = torch.cuda.current_stream() if current else torch.cuda.Stream()
         return s, s.cuda_stream
     if fw == "cupy":
         import cupy
 
-        s = cupy.cuda.Stream(non_blocking=True)
+        s = cupy.cuda.get_current_stream() if current else cupy.cuda.Stream(non_blocking=True)
         return s, s.ptr
-    if fw == "numba":
+    if fw == "numba" and not current:
         from numba import cuda
 
         s = cuda.stream()
         return s, s.handle.value
-    raise LookupError(fw)
-
-
-def _producer_stream_and_handle(fw: str):
-    """The stream ``fw`` writes on now (the producer's own), as its object and CUstream handle."""
-    if fw == "torch":
-        import torch
-
-        s = torch.cuda.current_stream()
-        return s, s.cuda_stream
-    if fw == "cupy":
-        import cupy
-
-        s = cupy.cuda.get_current_stream()
-        return s, s.ptr
     raise LookupError(fw)
 
 
@@ -268,7 +254,7 @@ def _same_stream_cases(fw: str, obj: object, smv: object) -> list[Case]:
     from .. import view
 
     try:
-        stream, handle = _producer_stream_and_handle(fw)
+        stream, handle = _stream_and_handle(fw, current=True)
     except LookupError:
         return []
     group = f"view({fw} cuda, same stream)"
@@ -296,7 +282,7 @@ def _section_stream(device: str, quick: bool) -> list[Case]:
     for fw, obj in samples("cuda").items():
         cases += _same_stream_cases(fw, obj, smv)
         try:
-            stream, handle = _stream_handle_and_object(fw)
+            stream, handle = _stream_and_handle(fw, current=False)
         except Exception:
             continue
         group = f"view({fw} cuda, stream=)"
