@@ -7,6 +7,7 @@
 
 import sys
 
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
@@ -18,7 +19,7 @@ from ._interfaces cimport read_cuda_array_interface
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
 
-__all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
+__all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "stream_reader", "MODES"]
 
 cdef enum:
     MODE_UNCHECKED = 0      # the next read validates and chooses
@@ -33,6 +34,13 @@ cdef object _failure = None        # str: why the attribute path was rejected (N
 cdef object _current_stream = None  # cupy.cuda.get_current_stream, bound once cupy is seen
 cdef object _managed_type = None    # cupy.cuda.memory.ManagedMemory: memory of kind "managed"
 cdef object _unowned_type = None    # cupy.cuda.memory.UnownedMemory: any memory; ask the driver
+
+# cupy's current stream on a device, read in C: `cupy_backends.cuda.stream.get_stream_ptr`, a
+# Cython function cupy exports for its own modules (its capsule's name is its C signature).
+# Set only once it agreed with cupy's Python API; NULL means the Python API is asked instead.
+ctypedef intptr_t (*stream_ptr_fn)(int device_id) except? -1
+cdef stream_ptr_fn _stream_ptr_of = NULL
+cdef const char* _STREAM_PTR_SIGNATURE = b"intptr_t (int)"
 
 
 # --- dtype: cupy dtypes are numpy dtypes; the builtin ones are singletons, so a few identity
@@ -74,22 +82,25 @@ cdef object _read_attributes(object obj, ViewRecord* rec):
     return obj
 
 
-cdef int _set_producer_stream(object obj, ViewRecord* rec) except -1:
-    # cupy's current stream on the array's device; ptr 0 is the legacy default stream, which is
-    # what cupy launches on then, so it is reported as handle 0 rather than as "none".
-    global _current_stream
+cdef intptr_t _current_stream_on(int device_id) except? -1:
+    # cupy's current stream on `device_id`; ptr 0 is the legacy default stream, which is what
+    # cupy launches on then, so it is reported as handle 0 rather than as "none".
+    if _stream_ptr_of != NULL:
+        return _stream_ptr_of(device_id)
     if _current_stream is None:
         _bind_cupy()
-    rec.producer_stream = <intptr_t> <Py_ssize_t> _current_stream(rec.device_id).ptr
-    rec.has_producer_stream = True
-    return 0
+    return <intptr_t> <Py_ssize_t> _current_stream(device_id).ptr
 
 
 cdef object read_cupy(object obj, object stream, ViewRecord* rec):
     if _mode == MODE_ATTRIBUTES:
         keepalive = _read_attributes(obj, rec)
-        if stream is not None:      # resolved: a consumer wants ordering
-            _set_producer_stream(obj, rec)
+        # The stream current now is part of what the view says (exports carry it, a later
+        # sync() orders after it).  Without the C read, the plugin's strategy is asked when
+        # ordering needs it rather than paying cupy's Python API on every view.
+        if _stream_ptr_of != NULL:
+            rec.producer_stream = _stream_ptr_of(rec.device_id)
+            rec.has_producer_stream = True
         return keepalive
     if _mode == MODE_EXCHANGE_API:
         return read_dlpack_exchange_api(obj, stream, rec)
@@ -207,10 +218,36 @@ cdef double _time_path(int path, object sample):
     return best / 200
 
 
+cdef int _check_stream_reader(object cupy) except -1:
+    """Read cupy's current stream in C from now on, if cupy exports the function and it agrees
+    with cupy's Python API on the default stream and inside ``with stream:``."""
+    global _stream_ptr_of
+    _stream_ptr_of = NULL
+    backend = sys.modules.get("cupy_backends.cuda.stream")
+    capsule = getattr(backend, "__pyx_capi__", {}).get("get_stream_ptr")
+    if capsule is None or not PyCapsule_IsValid(capsule, _STREAM_PTR_SIGNATURE):
+        return 0
+    cdef stream_ptr_fn candidate = <stream_ptr_fn> PyCapsule_GetPointer(
+        capsule, _STREAM_PTR_SIGNATURE)
+    device_id = cupy.cuda.Device().id
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        if candidate(device_id) != cupy.cuda.get_current_stream(device_id).ptr:
+            return 0
+    if candidate(device_id) != cupy.cuda.get_current_stream(device_id).ptr:
+        return 0
+    _stream_ptr_of = candidate
+    return 0
+
+
 cdef int _choose(type t) except -1:
     global _mode, _failure
     try:
         cupy = _bind_cupy()
+        try:
+            _check_stream_reader(cupy)
+        except Exception:
+            pass            # the Python API stays in use; nothing else depends on it
         samples = _canaries(cupy)
         problem = None
         for what, sample in samples:
@@ -311,6 +348,17 @@ def producer_stream(obj):
     int
         ``0`` is the legacy default stream (cupy's default when no stream is current).
     """
-    if _current_stream is None:
-        _bind_cupy()
-    return _current_stream(obj.data.device_id).ptr
+    return _current_stream_on(obj.data.device_id)
+
+
+def stream_reader():
+    """How views of cupy arrays learn cupy's current stream.
+
+    Returns
+    -------
+    str
+        ``"c_api"``: read in C (cupy's exported ``get_stream_ptr``) as every view is made;
+        ``"python"``: ``cupy.cuda.get_current_stream()`` is asked when ordering needs it (the
+        C function is missing, disagreed with cupy, or no array was read yet).
+    """
+    return "c_api" if _stream_ptr_of != NULL else "python"

@@ -466,6 +466,10 @@ cdef object _byte_strides(ViewRecord* rec):
 
 cdef dict export_cuda_array_interface(ViewRecord* rec):
     typestr = dtype_to_typestr(rec.dtype)
+    stream = None
+    if rec.has_producer_stream:
+        # Handle 0 is the legacy default stream, which the interface spells 1 (it forbids 0).
+        stream = rec.producer_stream if rec.producer_stream != 0 else 1
     return {
         "shape": _shape_tuple(&rec.ext),
         "strides": _byte_strides(rec),
@@ -473,7 +477,7 @@ cdef dict export_cuda_array_interface(ViewRecord* rec):
         "descr": [("", typestr)],
         "data": (rec.ptr, bool(rec.readonly)),
         "version": 3,
-        "stream": rec.producer_stream if rec.has_producer_stream else None,
+        "stream": stream,
     }
 
 

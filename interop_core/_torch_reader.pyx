@@ -119,7 +119,7 @@ cdef inline uint64_t _keyset_of(void* handle) noexcept:
     return (<uint64_t*> (impl + _keyset_at))[0]
 
 
-cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
+cdef int _aoti_fill(object obj, ViewRecord* rec) except -1:
     """Read `obj` through AOTI into `rec`; 0 on success, 1 when the slow path must decide."""
     cdef void* h = _handle_of(obj)
     cdef int32_t layout, dtype, dev_type, dev_index
@@ -164,8 +164,10 @@ cdef int _aoti_fill(object obj, object stream, ViewRecord* rec) except -1:
     rec.ptr = <uintptr_t> data
     rec.readonly = False
     rec.has_producer_stream = False
-    # `stream` is resolved (None or a handle): a consumer wants ordering, so report the producer.
-    if stream is not None and rec.device_type == kDLCUDA:
+    # The producer's stream is part of what the view says (its CUDA Array Interface export
+    # carries it, a later sync() orders after it), so it is read now, with or without a
+    # consumer stream: torch's current stream may have changed by the time the view is used.
+    if rec.device_type == kDLCUDA:
         if _get_cuda_stream != NULL and _get_cuda_stream(rec.device_id, &cstream) == 0:
             rec.has_producer_stream = True
             rec.producer_stream = <intptr_t> cstream
@@ -181,7 +183,7 @@ cdef object _read_aoti(object obj, object stream, ViewRecord* rec):
     else:
         if _is_neg(obj):
             _raise_unusable(obj)
-    if _aoti_fill(obj, stream, rec) != 0:
+    if _aoti_fill(obj, rec) != 0:
         return _read_slow(obj, stream, rec)
     # Only complex tensors can carry the conjugate bit: ask only for them.
     if _keyset_at < 0 and rec.dtype.code == 5 and _is_conj(obj):
@@ -195,7 +197,7 @@ cdef object _read_slow(object obj, object stream, ViewRecord* rec):
     _raise_unusable(obj)
     if (_cuda_checked == 0 and _dev_cuda >= 0 and obj.is_cuda):
         _validate_cuda(obj.device)
-        if _cuda_checked > 0 and _aoti_fill(obj, stream, rec) == 0:
+        if _cuda_checked > 0 and _aoti_fill(obj, rec) == 0:
             return obj
     return _read_dlpack(obj, stream, rec)
 
@@ -517,7 +519,7 @@ cdef object _check_canaries(object torch, object device):
     for name, t in canaries.items():
         record_init(&rec)
         try:
-            if _aoti_fill(t, None, &rec) != 0:
+            if _aoti_fill(t, &rec) != 0:
                 return f"the AOTI reader could not read the {name} canary"
             got = _describe(&rec)
         finally:
@@ -552,12 +554,35 @@ cdef object _check_canaries(object torch, object device):
     return None
 
 
+cdef int _check_current_stream(object torch, object device) except -1:
+    """Stop reading the current stream through AOTI unless it agrees with torch's Python API.
+
+    Checked on the default stream and inside ``torch.cuda.stream(side)``; on disagreement the
+    plugin's producer strategy (torch's Python API) reports the stream instead.
+    """
+    global _get_cuda_stream
+    if _get_cuda_stream == NULL:
+        return 0
+    cdef void* got = NULL
+    cdef int32_t index = device.index if device.index is not None else torch.cuda.current_device()
+    side = torch.cuda.Stream(device)
+    for stream in (None, side):
+        with torch.cuda.stream(stream):
+            want = torch.cuda.current_stream(device).cuda_stream
+            if _get_cuda_stream(index, &got) != 0 or <intptr_t> got != <intptr_t> want:
+                _get_cuda_stream = NULL
+                return 0
+    return 0
+
+
 cdef int _validate_cuda(object device) except -1:
     """Check the AOTI path on CUDA tensors once (on the first CUDA tensor seen)."""
     global _cuda_checked
     _cuda_checked = 1       # let _aoti_fill accept CUDA while checking
     try:
         reason = _check_canaries(_torch_module(), device)
+        if reason is None:
+            _check_current_stream(_torch_module(), device)
     except BaseException as exc:
         reason = f"CUDA validation raised {exc!r}"
     _cuda_checked = 1 if reason is None else -1
@@ -583,7 +608,10 @@ def validation_status():
         ``"maybe_owned"`` (where the at::Tensor sits in the Python object); ``keyset_offset``:
         offset of the DispatchKeySet in TensorImpl used to refuse conjugate / negative / nested
         tensors with one load (None: the Python API is asked instead); ``cuda``: ``True`` /
-        ``False`` once CUDA tensors were checked, else None.
+        ``False`` once CUDA tensors were checked, else None; ``current_stream``: ``"aoti"``
+        when views of CUDA tensors read torch's current stream through AOTI as they are made,
+        ``"python"`` when the plugin's strategy asks torch's Python API once ordering needs it
+        (CPU builds, or AOTI disagreed with torch), None before CUDA tensors were checked.
     """
     import sys
     if _state == STATE_UNVALIDATED and "torch" in sys.modules:
@@ -595,6 +623,9 @@ def validation_status():
         "handle": {HANDLE_DIRECT: "direct", HANDLE_MAYBE_OWNED: "maybe_owned"}.get(_handle_mode),
         "keyset_offset": _keyset_at if _keyset_at >= 0 else None,
         "cuda": None if _cuda_checked == 0 else _cuda_checked > 0,
+        "current_stream": (None if _cuda_checked == 0
+                           else "aoti" if _cuda_checked > 0 and _get_cuda_stream != NULL
+                           else "python"),
     }
 
 

@@ -139,16 +139,24 @@ def _set_producer_stream_lookup(lookup):
     _producer_stream_lookup = lookup
 
 
+cdef bint _knows_producer_stream(StridedMemoryView v) except -1:
+    # Core readers record the producer's stream as the view is made; for the rest, the owner's
+    # plugin strategy is asked on first need (ordering, an export) and its answer recorded.
+    if v.rec.has_producer_stream:
+        return True
+    if v.rec.device_type == kDLCPU or _producer_stream_lookup is None:
+        return False
+    producer = _producer_stream_lookup(v.owner)
+    if producer is None:
+        return False        # the producer named no stream: nothing pending to order after
+    v.rec.producer_stream = <intptr_t> producer
+    v.rec.has_producer_stream = True
+    return True
+
+
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1:
-    if v.rec.device_type == kDLCPU:
-        return 0
-    if not v.rec.has_producer_stream:
-        producer = None if _producer_stream_lookup is None else _producer_stream_lookup(v.owner)
-        if producer is None:
-            return 0        # the producer named no stream: nothing pending to order after
-        v.rec.producer_stream = <intptr_t> producer
-        v.rec.has_producer_stream = True
-    order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    if v.rec.device_type != kDLCPU and _knows_producer_stream(v):
+        order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
     return 0
 
 
@@ -602,11 +610,14 @@ cdef class StridedMemoryView:
     def producer_stream(self):
         """int or None: The CUDA stream after whose enqueued work this memory is ready.
 
-        The producer's stream when it named one (the CUDA Array Interface's ``stream``, a
-        plugin's producer strategy), or the consumer stream a DLPack producer was asked to
-        order itself before; ``None`` when unknown (no ordering is then possible or needed).
+        Read as the view is made where the producer has one (torch's and cupy's current
+        stream on the memory's device, the CUDA Array Interface's ``stream``), so a view
+        remembers the stream that was current then; else the owner's plugin strategy is asked
+        on first need; or the consumer stream a DLPack producer was asked to order itself
+        before.  ``0`` is the legacy default stream.  ``None`` when unknown (host memory, or a
+        producer that named no stream: no ordering is then possible or needed).
         """
-        return self.rec.producer_stream if self.rec.has_producer_stream else None
+        return self.rec.producer_stream if _knows_producer_stream(self) else None
 
     @property
     def layout(self):
@@ -731,6 +742,7 @@ cdef class StridedMemoryView:
         """dict: CUDA Array Interface v3 (device-accessible memory only)."""
         if not _device_accessible(self.rec.device_type):
             raise AttributeError("__cuda_array_interface__: this view is of host memory")
+        _knows_producer_stream(self)
         return export_cuda_array_interface(&self.rec)
 
     @property

@@ -197,6 +197,23 @@ def test_gpu_producer_stream_is_cupys_current_stream():
     assert interop_core.view(a, stream=0).producer_stream == cupy.cuda.get_current_stream().ptr
 
 
+@pytest.mark.gpu
+def test_gpu_cupys_current_stream_is_read_in_c():
+    _cupy_reader.validate()
+    assert _cupy_reader.stream_reader() == "c_api"
+
+
+@pytest.mark.gpu
+def test_gpu_a_view_remembers_the_stream_current_when_it_was_made():
+    _cupy_reader.validate()
+    a = cupy.arange(8)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        v = interop_core.view(a)                 # no consumer stream: metadata only
+    assert cupy.cuda.get_current_stream().ptr != s.ptr
+    assert v.producer_stream == s.ptr
+    assert v.__cuda_array_interface__["stream"] == s.ptr
+
+
 def interop_cupy_producer(a):
     import interop_cupy
 

@@ -311,6 +311,7 @@ def test_cuda_tensor_views_through_aoti():
     v = interop_core.view(t)
     assert _got(v) == _expected(t)
     assert _torch_reader.validation_status()["cuda"] is True
+    assert _torch_reader.validation_status()["current_stream"] == "aoti"
 
 
 @pytest.mark.gpu
@@ -328,10 +329,26 @@ def test_cuda_producer_stream_is_torchs_current_stream_on_a_non_default_stream()
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         assert interop_torch.producer_stream(t) == s.cuda_stream
-        v = interop_core.view(t, stream=s)
-        if v.producer_stream is not None:
-            assert v.producer_stream == s.cuda_stream
+        assert interop_core.view(t, stream=s).producer_stream == s.cuda_stream
     assert interop_torch.producer_stream(t) == torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.gpu
+def test_a_view_remembers_the_stream_current_when_it_was_made():
+    t = torch.ones(4, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        v = interop_core.view(t)                 # no consumer stream: metadata only
+    assert torch.cuda.current_stream().cuda_stream != side.cuda_stream
+    assert v.producer_stream == side.cuda_stream
+    assert v.__cuda_array_interface__["stream"] == side.cuda_stream
+
+
+@pytest.mark.gpu
+def test_a_view_on_the_default_stream_exports_the_legacy_stream_to_the_array_interface():
+    v = interop_core.view(torch.ones(4, device="cuda"))
+    assert v.producer_stream == torch.cuda.default_stream().cuda_stream == 0
+    assert v.__cuda_array_interface__["stream"] == 1      # CAI v3 forbids 0
 
 
 @pytest.mark.gpu

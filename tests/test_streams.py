@@ -85,6 +85,36 @@ def test_a_stream_object_naming_the_producers_stream_needs_no_driver(registered)
         view(producer, stream=other)
 
 
+class StreamlessDeviceArray(DeviceInterface):
+    """A device producer whose interface names no stream; its plugin knows the stream."""
+
+    current_stream = 0x5000
+
+    def __init__(self):
+        super().__init__(stream=None)
+
+
+@pytest.mark.parametrize(("current", "exported"), [(0x5000, 0x5000), (0, 1)])
+def test_exports_ask_the_plugins_producer_strategy_when_the_reader_named_no_stream(
+        registered, current, exported):
+    registered(lambda r: r.add_type(StreamlessDeviceArray, "cuda_array_interface",
+                                    producer_stream=lambda obj: obj.current_stream), "streamless")
+    producer = StreamlessDeviceArray()
+    producer.current_stream = current
+    v = view(producer)
+    assert v.producer_stream == current
+    # The interface forbids 0: the legacy default stream is spelled 1 there.
+    assert v.__cuda_array_interface__["stream"] == exported
+
+
+def test_a_producer_strategy_reporting_no_stream_exports_none(registered):
+    registered(lambda r: r.add_type(StreamlessDeviceArray, "cuda_array_interface",
+                                    producer_stream=lambda obj: None), "streamless")
+    v = view(StreamlessDeviceArray())
+    assert v.producer_stream is None
+    assert v.__cuda_array_interface__["stream"] is None
+
+
 def test_same_stream_skips_ordering_entirely():
     _cuda._order_streams(0x5000, 0x5000)   # would need a driver if it did anything
     _cuda._order_streams(0, 1)             # both name the legacy default stream
@@ -111,7 +141,7 @@ def _consumer_reads(torch, tensor_like, consumer):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("entry_point", ["view", "to", "sync"])
+@pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later"])
 def test_torch_producer_is_ordered_before_the_consumer(torch_cuda, entry_point):
     torch = torch_cuda
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
@@ -127,9 +157,13 @@ def test_torch_producer_is_ordered_before_the_consumer(torch_cuda, entry_point):
                 handed = view(x, stream=consumer)
             elif entry_point == "to":
                 handed = interop_core.to(x, "torch", stream=consumer)
-            else:
+            elif entry_point == "sync":
                 handed = view(x).sync(consumer)
+            else:
+                handed = view(x)        # ordered below, once `producer` is no longer current
             elapsed = time.perf_counter() - start
+        if entry_point == "sync later":
+            handed.sync(consumer)
         copy = _consumer_reads(torch, handed, consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
@@ -138,7 +172,8 @@ def test_torch_producer_is_ordered_before_the_consumer(torch_cuda, entry_point):
 
 
 @pytest.mark.gpu
-def test_cupy_producer_is_ordered_before_the_consumer(torch_cuda):
+@pytest.mark.parametrize("entry_point", ["view", "sync later"])
+def test_cupy_producer_is_ordered_before_the_consumer(torch_cuda, entry_point):
     cupy = pytest.importorskip("cupy")
     torch = torch_cuda
     producer, consumer = cupy.cuda.Stream(non_blocking=True), torch.cuda.Stream()
@@ -148,7 +183,12 @@ def test_cupy_producer_is_ordered_before_the_consumer(torch_cuda):
             with torch.cuda.stream(torch.cuda.ExternalStream(producer.ptr)):
                 torch.cuda._sleep(SLEEP_CYCLES)
             x.fill(trial)
-            handed = view(x, stream=consumer)
+            if entry_point == "view":
+                handed = view(x, stream=consumer)
+            else:
+                handed = view(x)
+        if entry_point == "sync later":
+            handed.sync(consumer)
         copy = _consumer_reads(torch, handed, consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
