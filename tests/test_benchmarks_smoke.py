@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from interop_core.bench import SECTIONS
-from interop_core.bench._cases import Case, run_case
-from interop_core.bench._harness import QUICK, Measurement, bound, measure_threads
+from interop_core.bench._cases import Case, run_case, run_group
+from interop_core.bench._harness import (
+    QUICK,
+    Measurement,
+    bound,
+    measure_interleaved,
+    measure_threads,
+)
 from interop_core.bench._report import BUDGET, budget_rows, format_budget, format_section
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +125,29 @@ def test_a_failing_path_is_recorded_as_a_result_not_raised():
 
     m = run_case(Case("view", "view(x cpu)", "peer", boom), QUICK)
     assert m.ns is None and m.note == "BufferError: cannot export"
+
+
+def test_the_paths_of_an_operation_are_timed_in_turn():
+    calls = []
+    fns = [lambda: calls.append("a"), lambda: calls.append("b")]
+    medians = measure_interleaved(fns, QUICK)
+    assert len(medians) == 2 and all(m > 0 for m in medians)
+    timed = calls[2 * QUICK.warmup:]             # after each path's own warm-up
+    switches = sum(x != y for x, y in zip(timed, timed[1:], strict=False))
+    assert switches >= 2 * QUICK.repeats - 1    # one batch of each per round, not a run of one
+
+
+def test_a_failing_path_does_not_stop_the_others_of_its_operation():
+    def boom():
+        raise BufferError("cannot export")
+
+    cases = [Case("view", "view(x cpu)", "ours", lambda: None, ours=True),
+             Case("view", "view(x cpu)", "broken peer", boom),
+             Case("view", "view(x cpu)", "peer", lambda: 1)]
+    ours, broken, peer = run_group(cases, QUICK)
+    assert (ours.name, broken.name, peer.name) == ("ours", "broken peer", "peer")
+    assert ours.ns > 0 and peer.ns > 0 and ours.ours
+    assert broken.ns is None and broken.note == "BufferError: cannot export"
 
 
 def test_section_table_gives_ratios_to_the_first_of_ours():

@@ -9,7 +9,8 @@ Peers are measured whenever installed: cuda.core ``StridedMemoryView``, tvm-ffi
 ``__cuda_array_interface__``, ``numba.cuda.as_cuda_array``, ``cupy.asarray``.
 
 The harness (``interop_core.bench._harness``) warms each path up, calibrates a batch length,
-and reports the median of several batches.  Nothing here is imported by ``import interop_core``.
+and reports the median of several batches, taken in turn with the other paths of the same
+operation.  Nothing here is imported by ``import interop_core``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import sys
 import time
 
-from ._cases import SECTIONS, build_cases, run_case
+from ._cases import SECTIONS, build_cases, run_group
 from ._harness import FULL, QUICK, Measurement, Progress
 from ._report import environment, format_markdown, plot
 
@@ -53,12 +54,24 @@ def run(device: str = "all", quick: bool = False, sections: list[str] | None = N
     bar = Progress(len(cases), enabled=progress)
     results = []
     try:
-        for case in cases:
-            bar.step(case.section, case.group, case.name)
-            results.append(run_case(case, settings))
+        for group in _operations(cases):
+            for case in group:
+                bar.step(case.section, case.group, case.name)
+            results += run_group(group, settings)
     finally:
         bar.close()
     return results
+
+
+def _operations(cases: list) -> list[list]:
+    """Consecutive cases of the same section and group: the paths timed against each other."""
+    groups: list[list] = []
+    for case in cases:
+        if groups and (groups[-1][0].section, groups[-1][0].group) == (case.section, case.group):
+            groups[-1].append(case)
+        else:
+            groups.append([case])
+    return groups
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

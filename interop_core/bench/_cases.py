@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._harness import Measurement, Settings, bound, measure, measure_threads
+from ._harness import Measurement, Settings, bound, measure, measure_interleaved, measure_threads
 
-__all__ = ["Case", "SECTIONS", "build_cases", "run_case", "samples"]
+__all__ = ["Case", "SECTIONS", "build_cases", "run_case", "run_group", "samples"]
 
 FRAMEWORKS = ("numpy", "torch", "cupy", "numba", "jax")
 
@@ -61,6 +61,36 @@ def run_case(case: Case, settings: Settings) -> Measurement:
     except Exception as exc:  # a peer that cannot take this object is a result too
         return Measurement(case.section, case.group, case.name, None, case.ours, _error(exc))
     return Measurement(case.section, case.group, case.name, ns, case.ours, note, extra)
+
+
+def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
+    """Time the paths of one operation, interleaved; results in the order of ``cases``.
+
+    Paths with their own runner are timed on their own; a path that raises is a failed result.
+    """
+    results: dict[int, Measurement] = {}
+    timed: list[int] = []
+    for i, case in enumerate(cases):
+        if case.runner is not None:
+            results[i] = run_case(case, settings)
+            continue
+        try:
+            case.fn()  # fails fast, before any warm-up, for a path that cannot take the object
+        except Exception as exc:
+            results[i] = Measurement(case.section, case.group, case.name, None, case.ours,
+                                     _error(exc))
+            continue
+        timed.append(i)
+    try:
+        medians = measure_interleaved([cases[i].fn for i in timed], settings)
+    except Exception:  # a path that fails only under load: time each alone to name it
+        medians = None
+    for k, i in enumerate(timed):
+        case = cases[i]
+        results[i] = (Measurement(case.section, case.group, case.name, medians[k], case.ours,
+                                  case.note)
+                      if medians is not None else run_case(case, settings))
+    return [results[i] for i in range(len(cases))]
 
 
 # -- samples ----------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ partial holding keywords rebuilds a dict on every call (~110 ns, which would be 
 whichever path, ours or a peer's, takes keywords).  The timeit loop itself adds a few ns, the
 same for every path.  The median of several
 calibrated batches is robust to the scheduler noise of a shared machine; ratios between paths
-measured in the same run are what to read, not absolute figures across machines.
+measured in the same run are what to read, not absolute figures across machines.  The paths of
+one operation are timed interleaved (:func:`measure_interleaved`: one batch of each in turn,
+round after round), so a slow spell of the machine lands on all of them rather than on
+whichever path happened to be running.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
-__all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_threads",
-           "Progress"]
+__all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_interleaved",
+           "measure_threads", "Progress"]
 
 
 def bound(fn: Callable, /, *args: object, **kwargs: object) -> Callable[[], object]:
@@ -67,7 +70,7 @@ class Settings:
     import_runs: int    # fresh interpreters started for the import-time measurement
 
 
-FULL = Settings(min_batch_s=0.02, repeats=7, warmup=200, thread_s=0.3, import_runs=7)
+FULL = Settings(min_batch_s=0.02, repeats=9, warmup=200, thread_s=0.3, import_runs=7)
 QUICK = Settings(min_batch_s=0.001, repeats=3, warmup=10, thread_s=0.02, import_runs=2)
 
 
@@ -107,14 +110,42 @@ def measure(fn: Callable[[], object], settings: Settings) -> float:
     -------
     float
     """
-    for _ in range(settings.warmup):
-        fn()
-    timer = timeit.Timer(fn)
-    number = 1
-    while timer.timeit(number) < settings.min_batch_s:
-        number *= 2
-    samples = [timer.timeit(number) / number * 1e9 for _ in range(settings.repeats)]
-    return statistics.median(samples)
+    return measure_interleaved([fn], settings)[0]
+
+
+def measure_interleaved(fns: list[Callable[[], object]], settings: Settings) -> list[float]:
+    """Median nanoseconds per call of each ``fn()``, their batches taken in turn.
+
+    Each callable is warmed up and gets its own batch length; then every round times one batch
+    of each, so the paths of an operation share the machine's slow and fast spells.
+
+    Parameters
+    ----------
+    fns : list of callable
+        Called with no arguments.
+    settings : Settings
+        Batch length, repeats (rounds) and warm-up.
+
+    Returns
+    -------
+    list of float
+        One median per callable, in order.
+    """
+    timers, numbers = [], []
+    for fn in fns:
+        for _ in range(settings.warmup):
+            fn()
+        timer = timeit.Timer(fn)
+        number = 1
+        while timer.timeit(number) < settings.min_batch_s:
+            number *= 2
+        timers.append(timer)
+        numbers.append(number)
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(settings.repeats):
+        for timer, number, out in zip(timers, numbers, samples, strict=True):
+            out.append(timer.timeit(number) / number * 1e9)
+    return [statistics.median(out) for out in samples]
 
 
 def measure_threads(fn: Callable[[], object], threads: int, seconds: float,
