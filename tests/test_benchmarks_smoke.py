@@ -23,7 +23,13 @@ from interop_core.bench._harness import (
     measure_interleaved,
     measure_threads,
 )
-from interop_core.bench._report import BUDGET, budget_rows, format_budget, format_section
+from interop_core.bench._report import (
+    BUDGET,
+    budget_rows,
+    format_budget,
+    format_section,
+    within_budget,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,6 +187,37 @@ def test_budget_table_has_every_design_line_and_says_what_was_not_measured():
     assert "| 80.0 |" in numpy_row and "cuda.core from_dlpack: 800" in numpy_row
     assert numpy_row.endswith("| yes |")
     assert "| view(cupy array) | not measured here |" in table
+
+
+def _same_stream_row(ours_rounds, reference_rounds, ours_ns=100.0, reference_ns=100.0):
+    group = "view(torch cuda, same stream)"
+    results = [Measurement("stream", group, "interop_core view(stream=None)", reference_ns, True,
+                           extra={"rounds": reference_rounds}),
+               Measurement("stream", group, "interop_core view(stream=torch stream)", ours_ns,
+                           True, extra={"rounds": ours_rounds})]
+    (row,) = [r for r in budget_rows(results) if r["line"].startswith("same-stream")]
+    return row
+
+
+@pytest.mark.parametrize("ours, reference, kept", [
+    # The machine slowed down mid-run: both paths slowed together; ours is never slower.
+    ([100, 101, 150, 151, 100], [101, 102, 151, 152, 101], True),
+    # Equal costs, noise either way: not measurably slower.
+    ([100, 103, 99, 102, 101], [101, 100, 102, 100, 101], True),
+    # Slower in every round, however little.
+    ([104, 105, 104, 106, 105], [100, 101, 100, 102, 101], False),
+])
+def test_a_relative_budget_compares_the_two_paths_round_by_round(ours, reference, kept):
+    row = _same_stream_row(ours, reference)
+    assert row["paired_ratio"] is not None
+    assert within_budget(row) is kept
+
+
+def test_a_relative_budget_without_rounds_compares_medians():
+    row = _same_stream_row([], [], ours_ns=99.0, reference_ns=100.0)
+    assert row["paired_ratio"] is None and within_budget(row)
+    row = _same_stream_row([], [], ours_ns=101.0, reference_ns=100.0)
+    assert not within_budget(row)
 
 
 def test_threads_harness_counts_calls_from_every_thread():

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._harness import Measurement, Settings, bound, measure, measure_interleaved, measure_threads
+from ._harness import Measurement, Settings, bound, measure, measure_threads, sample_interleaved
 
 __all__ = ["Case", "SECTIONS", "build_cases", "run_case", "run_group", "samples"]
 
@@ -82,14 +82,16 @@ def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
             continue
         timed.append(i)
     try:
-        medians = measure_interleaved([cases[i].fn for i in timed], settings)
+        rounds = sample_interleaved([cases[i].fn for i in timed], settings)
     except Exception:  # a path that fails only under load: time each alone to name it
-        medians = None
+        rounds = None
     for k, i in enumerate(timed):
         case = cases[i]
-        results[i] = (Measurement(case.section, case.group, case.name, medians[k], case.ours,
-                                  case.note)
-                      if medians is not None else run_case(case, settings))
+        # The rounds are kept so that two paths of the operation can be compared pairwise.
+        results[i] = (Measurement(case.section, case.group, case.name,
+                                  statistics.median(rounds[k]), case.ours, case.note,
+                                  {"rounds": [round(x, 2) for x in rounds[k]]})
+                      if rounds is not None else run_case(case, settings))
     return [results[i] for i in range(len(cases))]
 
 

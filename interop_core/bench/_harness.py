@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 
 __all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_interleaved",
-           "measure_threads", "Progress"]
+           "measure_threads", "sample_interleaved", "Progress"]
 
 
 def bound(fn: Callable, /, *args: object, **kwargs: object) -> Callable[[], object]:
@@ -116,9 +116,6 @@ def measure(fn: Callable[[], object], settings: Settings) -> float:
 def measure_interleaved(fns: list[Callable[[], object]], settings: Settings) -> list[float]:
     """Median nanoseconds per call of each ``fn()``, their batches taken in turn.
 
-    Each callable is warmed up and gets its own batch length; then every round times one batch
-    of each, so the paths of an operation share the machine's slow and fast spells.
-
     Parameters
     ----------
     fns : list of callable
@@ -130,6 +127,29 @@ def measure_interleaved(fns: list[Callable[[], object]], settings: Settings) -> 
     -------
     list of float
         One median per callable, in order.
+    """
+    return [statistics.median(rounds) for rounds in sample_interleaved(fns, settings)]
+
+
+def sample_interleaved(fns: list[Callable[[], object]],
+                       settings: Settings) -> list[list[float]]:
+    """Nanoseconds per call of each ``fn()`` in every round, their batches taken in turn.
+
+    Each callable is warmed up and gets its own batch length; then every round times one batch
+    of each, so the paths of an operation share the machine's slow and fast spells, and the
+    k-th samples of two paths can be compared pairwise.
+
+    Parameters
+    ----------
+    fns : list of callable
+        Called with no arguments.
+    settings : Settings
+        Batch length, repeats (rounds) and warm-up.
+
+    Returns
+    -------
+    list of list of float
+        Per callable, in order, its ``settings.repeats`` samples in round order.
     """
     timers, numbers = [], []
     for fn in fns:
@@ -145,7 +165,7 @@ def measure_interleaved(fns: list[Callable[[], object]], settings: Settings) -> 
     for _ in range(settings.repeats):
         for timer, number, out in zip(timers, numbers, samples, strict=True):
             out.append(timer.timeit(number) / number * 1e9)
-    return [statistics.median(out) for out in samples]
+    return samples
 
 
 def measure_threads(fn: Callable[[], object], threads: int, seconds: float,
