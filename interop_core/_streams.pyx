@@ -3,12 +3,18 @@
 # Entry points (`view`, `to`, `from_*`, `sync`, exports) resolve the caller's `stream` once and
 # hand the readers its canonical form (None, or the int handle), which resolves again for the
 # price of one C integer conversion.  A stream object costs its type's handle getter, except for
-# types registered with keep_last=True (their objects own no CUDA stream, e.g. torch's pooled
-# streams): the last such object is kept, and passing it again costs one pointer comparison.
-# Weak references cannot do this job safely: torch 2.11's CUDA streams free themselves without
-# clearing theirs.
+# types registered with keep_last: the last such object is remembered, and passing it again
+# costs one pointer comparison.  keep_last=True holds it by a strong reference (types whose
+# objects own no CUDA stream: torch's pooled streams; a weak reference would not do for them,
+# since torch 2.11's CUDA streams free themselves without clearing theirs); keep_last="weak" by
+# a weak reference (types that own their stream and clear weak references when freed: cupy's).
+# A cleared weak reference names no object, so a new object at a freed one's address never
+# matches.
 
 from cpython.long cimport PyLong_AsUnsignedLongLong
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_XDECREF
+from cpython.weakref cimport PyWeakref_GetRef, PyWeakref_NewRef
 from libc.stdint cimport intptr_t
 
 cdef extern from "Python.h":
@@ -17,24 +23,44 @@ cdef extern from "Python.h":
 
 __all__ = ["resolve_consumer_stream", "set_stream_types"]
 
-# Exact stream type -> (callable(stream) -> CUstream, keep_last), as plugins registered them
-# (installed by interop_core.plugins; holds the types and callables alive).
+# Exact stream type -> (callable(stream) -> CUstream, keep_last: False, True or "weak"), as
+# plugins registered them (installed by interop_core.plugins; holds the types and callables).
 cdef dict _STREAM_TYPES = {}
 
-# The last stream object resolved through a keep_last type (a strong reference owned here, which
-# such types promise holds no CUDA resource), and what it resolved to: `_kept_canonical` (None
-# or the int handle, owned here) and `_kept_handle`.
+# The last stream object resolved through a keep_last type: `_kept_stream` (a strong reference
+# owned here, for types promising their objects hold no CUDA resource) or `_kept_ref` (a weak
+# reference owned here); at most one is set.  What it resolved to: `_kept_canonical` (None or
+# the int handle, owned here) and `_kept_handle`.
 cdef object _kept_stream = None
+cdef object _kept_ref = None
 cdef object _kept_canonical = None
 cdef intptr_t _kept_handle = 0
 
 
 def set_stream_types(dict handles):
     """Install ``{stream type: (handle(stream) -> int, keep_last)}`` (by ``plugins``)."""
-    global _kept_stream
+    global _kept_stream, _kept_ref
     _kept_stream = None
+    _kept_ref = None
     _STREAM_TYPES.clear()
     _STREAM_TYPES.update(handles)
+
+
+cdef int _keep(object stream, object keep_last, object canonical, intptr_t handle) except -1:
+    global _kept_stream, _kept_ref, _kept_canonical, _kept_handle
+    # Forget the old entry first: a reentrant call meanwhile sees no half-updated one.
+    _kept_stream = None
+    _kept_ref = None
+    _kept_canonical = canonical
+    _kept_handle = handle if canonical is not None else 0
+    if keep_last is True:
+        _kept_stream = stream
+    else:
+        try:
+            _kept_ref = PyWeakref_NewRef(stream, None)
+        except TypeError:
+            pass            # not weakly referenceable: nothing is remembered
+    return 0
 
 
 cdef int resolve_int(object stream, intptr_t* handle) except -1:
@@ -54,9 +80,19 @@ cdef int resolve_int(object stream, intptr_t* handle) except -1:
     raise ValueError(f"stream handle {stream} is out of range")
 
 
+cdef inline bint _is_kept(object stream) noexcept:
+    cdef PyObject* target = NULL
+    if stream is _kept_stream:
+        return True
+    if _kept_ref is None:
+        return False
+    PyWeakref_GetRef(_kept_ref, &target)
+    Py_XDECREF(target)      # only its address is compared; `stream` itself is alive
+    return target == <PyObject*> stream
+
+
 cdef object canonical_object_stream(object stream, intptr_t* handle):
-    global _kept_stream, _kept_canonical, _kept_handle
-    if stream is _kept_stream:      # a launcher passing its stream on every call
+    if _is_kept(stream):    # a launcher passing its stream on every call
         handle[0] = _kept_handle
         return _kept_canonical
     registered = _STREAM_TYPES.get(type(stream))
@@ -70,11 +106,8 @@ cdef object canonical_object_stream(object stream, intptr_t* handle):
                     f"{type(value).__name__}")
             value = int(value)
         canonical = value if resolve_int(value, handle) else None
-        if keep_last:
-            _kept_stream = None     # a reentrant call meanwhile sees no half-updated entry
-            _kept_canonical = canonical
-            _kept_handle = handle[0] if canonical is not None else 0
-            _kept_stream = stream
+        if keep_last is not False:
+            _keep(stream, keep_last, canonical, handle[0])
         return canonical
     if isinstance(stream, bool):
         raise TypeError("stream must be None, an int CUstream handle or a stream object, got bool")

@@ -197,7 +197,7 @@ class PluginRegistrar:
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,
-                        keep_last: bool = False) -> None:
+                        keep_last: bool | str = False) -> None:
         """Accept objects of exactly ``type_`` as ``stream=`` arguments.
 
         Parameters
@@ -207,15 +207,21 @@ class PluginRegistrar:
         handle : callable
             ``handle(stream_object) -> int``: the ``CUstream`` it stands for.  A C callable
             (``operator.attrgetter("ptr")``, say) keeps the per-call cost down.
-        keep_last : bool
-            Keep a reference to the last object resolved, so that passing it again skips
-            ``handle``.  Only for types whose objects have a fixed handle and own no CUDA stream
-            (torch's, from its stream pool): keeping one alive must hold nothing.
+        keep_last : {False, True, "weak"}
+            Remember the last object resolved, so that passing it again skips ``handle`` (one
+            pointer comparison).  Only for objects whose handle never changes.  ``True`` keeps
+            it by a strong reference: only for types whose objects own no CUDA stream (torch's,
+            from its stream pool), since keeping one alive must hold nothing.  ``"weak"`` keeps
+            a weak reference: for types that own their stream and clear their weak references
+            when freed, as every ordinary Python or Cython class does (cupy's); not for types
+            that do not (torch 2.11's CUDA streams).
         """
         _validate_target(type_, "type_")
         if not callable(handle):
             raise TypeError(f"handle must be callable, got {type(handle).__name__}")
-        self._record("stream", type_, (handle, bool(keep_last)))
+        if not (keep_last is False or keep_last is True or keep_last == "weak"):
+            raise ValueError(f"keep_last must be False, True or 'weak', got {keep_last!r}")
+        self._record("stream", type_, (handle, keep_last))
 
     def add_exporter(self, target: str, exporter: Callable, *, types: tuple = (),
                      preserves_readonly: bool = False) -> None:

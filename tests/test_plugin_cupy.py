@@ -214,6 +214,24 @@ def test_gpu_a_view_remembers_the_stream_current_when_it_was_made():
     assert v.__cuda_array_interface__["stream"] == s.ptr
 
 
+@pytest.mark.gpu
+def test_gpu_cupy_streams_clear_their_weak_references_when_freed():
+    # What keep_last="weak" relies on (torch 2.11's CUDA streams, for one, do not).
+    import gc
+    import weakref
+
+    cleared = []
+    s = cupy.cuda.Stream(non_blocking=True)
+    ref = weakref.ref(s, cleared.append)
+    assert interop_core.resolve_consumer_stream(s) == s.ptr
+    del s
+    gc.collect()
+    assert ref() is None and len(cleared) == 1
+    for _ in range(20):             # new streams, some at the freed address
+        fresh = cupy.cuda.Stream(non_blocking=True)
+        assert interop_core.resolve_consumer_stream(fresh) == fresh.ptr
+
+
 def interop_cupy_producer(a):
     import interop_cupy
 

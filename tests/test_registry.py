@@ -65,6 +65,13 @@ def test_view_validates_the_stream_argument():
         view(np.zeros(2), stream=object())
 
 
+class SlottedStream:
+    __slots__ = ("handle",)     # no __weakref__: cannot be referenced weakly
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
 class FakeStreamProtocol:
     def __init__(self, handle):
         self.handle = handle
@@ -326,6 +333,46 @@ def test_a_keep_last_stream_type_resolves_a_repeated_object_once_and_keeps_only_
     gc.collect()
     assert first_gone() is None     # replaced: no longer kept
     assert calls == [0x1000, 0x2000]
+
+
+def test_a_weakly_kept_stream_type_resolves_a_repeated_object_once_and_never_keeps_it(
+        registered):
+    calls = []
+
+    def handle(stream):
+        calls.append(stream.handle)
+        return stream.handle
+
+    registered(lambda r: r.add_stream_type(FakeStream, handle, keep_last="weak"), "streams")
+    first = FakeStream(0x1000)
+    for _ in range(5):
+        assert interop_core.resolve_consumer_stream(first) == 0x1000
+    assert calls == [0x1000]
+    first_gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert first_gone() is None     # still the last one resolved, yet not kept alive
+    # New objects often reuse the freed address: each must resolve to its own handle.
+    for handle_value in range(0x3000, 0x3010):
+        assert interop_core.resolve_consumer_stream(FakeStream(handle_value)) == handle_value
+    assert calls[1:] == list(range(0x3000, 0x3010))
+
+
+def test_a_weakly_kept_type_without_weak_references_is_resolved_every_time(registered):
+    calls = []
+    registered(lambda r: r.add_stream_type(
+        SlottedStream, lambda s: calls.append(s) or s.handle, keep_last="weak"), "streams")
+    stream = SlottedStream(0x1000)
+    for _ in range(3):
+        assert interop_core.resolve_consumer_stream(stream) == 0x1000
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("keep_last", [1, 0, "strong", None])
+def test_keep_last_takes_only_false_true_or_weak(registered, keep_last):
+    with pytest.raises(RuntimeError, match="ValueError: keep_last must be False, True or 'weak'"):
+        registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle,
+                                               keep_last=keep_last), "streams")
 
 
 def test_the_kept_stream_is_released_when_its_plugin_is_unregistered(registered):

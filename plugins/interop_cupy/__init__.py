@@ -121,5 +121,5 @@ def interop_core_register(registry: Any) -> None:
     for path in ARRAY_TYPES:
         registry.add_type(path, reader="cupy", producer_stream=producer_stream)
     for path in STREAM_TYPES:
-        registry.add_stream_type(path, handle=_stream_handle)
+        registry.add_stream_type(path, handle=_stream_handle, keep_last="weak")
     registry.add_exporter("cupy", export_cupy, types=ARRAY_TYPES, preserves_readonly=False)
