@@ -48,18 +48,21 @@ def set_stream_types(dict handles):
 
 cdef int _keep(object stream, object keep_last, object canonical, intptr_t handle) except -1:
     global _kept_stream, _kept_ref, _kept_canonical, _kept_handle
-    # Forget the old entry first: a reentrant call meanwhile sees no half-updated one.
-    _kept_stream = None
-    _kept_ref = None
-    _kept_canonical = canonical
-    _kept_handle = handle if canonical is not None else 0
+    strong, weak = None, None
     if keep_last is True:
-        _kept_stream = stream
+        strong = stream
     else:
         try:
-            _kept_ref = PyWeakref_NewRef(stream, None)
+            weak = PyWeakref_NewRef(stream, None)
         except TypeError:
-            pass            # not weakly referenceable: nothing is remembered
+            return 0        # not weakly referenceable: nothing new is remembered
+    # The old entry is held here until the new one is complete: nothing is allocated or released
+    # between the assignments, so no finalizer can see (or resolve into) a half-updated entry.
+    old = (_kept_stream, _kept_ref, _kept_canonical)  # noqa: F841 (released on return)
+    _kept_stream = strong
+    _kept_ref = weak
+    _kept_canonical = canonical
+    _kept_handle = handle if canonical is not None else 0
     return 0
 
 
