@@ -7,6 +7,7 @@
 
 import sys
 
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -19,15 +20,17 @@ from ._interfaces cimport read_cuda_array_interface
 from ._record cimport ViewRecord, extents_free, extents_resize, record_init
 from ._registry cimport add_core_reader
 
-__all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "stream_reader", "MODES"]
+__all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "stream_reader",
+           "locate_fields", "MODES"]
 
 cdef enum:
     MODE_UNCHECKED = 0      # the next read validates and chooses
     MODE_ATTRIBUTES = 1     # .data.ptr / .shape / .strides / .dtype read from C
     MODE_EXCHANGE_API = 2   # the type's __dlpack_c_exchange_api__
     MODE_CAI = 3            # cupy's __cuda_array_interface__ (the fallback)
+    MODE_FIELDS = 4         # cupy's own struct fields, at offsets located and checked once
 
-MODES = ("unchecked", "attributes", "dlpack_c_exchange_api", "cuda_array_interface")
+MODES = ("unchecked", "attributes", "dlpack_c_exchange_api", "cuda_array_interface", "fields")
 
 cdef int _mode = MODE_UNCHECKED
 cdef object _failure = None        # str: why the attribute path was rejected (None: it was not)
@@ -82,6 +85,129 @@ cdef object _read_attributes(object obj, ViewRecord* rec):
     return obj
 
 
+# --- the field path: what the attribute path reads, straight from cupy's structs -------------
+#
+# cupy.ndarray is a Cython class: its shape and strides are std::vector<Py_ssize_t> fields, its
+# dtype and MemoryPointer object fields, and a MemoryPointer holds ptr, device_id and mem.  The
+# attribute path pays a Python attribute read for each (and builds the shape and strides tuples).
+# The byte offsets of these fields are located once, on canary arrays whose values differ, and
+# the whole path is then checked against the attribute path before it is used; any surprise on a
+# given array (an unexpected MemoryPointer type, a missing field) sends that array to the
+# attribute path.
+
+cdef Py_ssize_t _data_at = -1       # ndarray.data: MemoryPointer*, borrowed from the array
+cdef Py_ssize_t _dtype_at = -1      # ndarray.dtype: PyArray_Descr*, borrowed from the array
+cdef Py_ssize_t _shape_at = -1      # ndarray._shape: vector (begin, end) of extents
+cdef Py_ssize_t _strides_at = -1    # ndarray._strides: vector (begin, end) of byte strides
+cdef Py_ssize_t _ptr_at = -1        # MemoryPointer.ptr: intptr_t
+cdef Py_ssize_t _device_at = -1     # MemoryPointer.device_id: int
+cdef Py_ssize_t _mem_at = -1        # MemoryPointer.mem: BaseMemory*, borrowed from the pointer
+cdef PyTypeObject* _memptr_type = NULL   # cupy.cuda.memory.MemoryPointer (kept by cupy)
+
+
+cdef inline void* _word(object obj, Py_ssize_t at) noexcept:
+    return (<void**> (<char*> <PyObject*> obj + at))[0]
+
+
+cdef object _read_fields(object obj, ViewRecord* rec):
+    cdef char* array = <char*> <PyObject*> obj
+    cdef PyObject* memptr = (<PyObject**> (array + _data_at))[0]
+    cdef PyObject* dtype = (<PyObject**> (array + _dtype_at))[0]
+    if memptr == NULL or dtype == NULL or <PyTypeObject*> memptr.ob_type != _memptr_type:
+        return _read_attributes(obj, rec)
+    cdef Py_ssize_t* shape = (<Py_ssize_t**> (array + _shape_at))[0]
+    cdef Py_ssize_t n = (<Py_ssize_t**> (array + _shape_at + sizeof(void*)))[0] - shape
+    cdef Py_ssize_t* strides = (<Py_ssize_t**> (array + _strides_at))[0]
+    if (<Py_ssize_t**> (array + _strides_at + sizeof(void*)))[0] - strides != n:
+        return _read_attributes(obj, rec)
+    record_set_dtype_of(rec, <object> dtype)
+    extents_resize(&rec.ext, <int> n)
+    cdef Py_ssize_t i
+    cdef int64_t itemsize = rec.itemsize
+    for i in range(n):
+        if strides[i] % itemsize:
+            raise BufferError(f"cupy.ndarray stride of {strides[i]} bytes is not a multiple of "
+                              f"its itemsize {itemsize}")
+        rec.ext.shape[i] = shape[i]
+        rec.ext.strides[i] = strides[i] // itemsize
+    cdef char* pointer = <char*> memptr
+    cdef uintptr_t ptr = (<uintptr_t*> (pointer + _ptr_at))[0]
+    rec.ptr = ptr
+    rec.device_type = kDLCUDA
+    rec.device_id = (<int*> (pointer + _device_at))[0]
+    rec.readonly = False
+    cdef PyObject* mem = (<PyObject**> (pointer + _mem_at))[0]
+    if mem != NULL and <object> mem.ob_type is _managed_type:
+        rec.device_type = kDLCUDAManaged
+    elif mem != NULL and <object> mem.ob_type is _unowned_type and ptr != 0:
+        pointer_device(ptr, &rec.device_type, &rec.device_id)
+    return obj
+
+
+cdef list _offsets_where(list objects, object matches, Py_ssize_t size):
+    # Word-aligned offsets past the object header at which `matches(obj, at)` holds for all.
+    cdef Py_ssize_t at
+    return [at for at in range(sizeof(PyObject), size - sizeof(void*) + 1, sizeof(void*))
+            if all(matches(o, at) for o in objects)]
+
+
+cdef bint _vector_is(object obj, Py_ssize_t at, tuple values):
+    cdef Py_ssize_t* begin = <Py_ssize_t*> _word(obj, at)
+    cdef Py_ssize_t* end = <Py_ssize_t*> _word(obj, at + sizeof(void*))
+    cdef Py_ssize_t i
+    if end - begin != len(values) or (begin == NULL and len(values) != 0):
+        return False
+    for i in range(len(values)):
+        if begin[i] != values[i]:
+            return False
+    return True
+
+
+cdef str _locate(list arrays):
+    """Find the field offsets from ``arrays`` (cupy.ndarray objects); None or what failed."""
+    global _data_at, _dtype_at, _shape_at, _strides_at, _ptr_at, _device_at, _mem_at
+    global _memptr_type
+    _data_at = _dtype_at = _shape_at = _strides_at = _ptr_at = _device_at = _mem_at = -1
+    _memptr_type = NULL
+    if len(arrays) < 3:
+        return "too few canary arrays to locate cupy's fields"
+    array_type = type(arrays[0])
+    pointers = [a.data for a in arrays]
+    pointer_type = type(pointers[0])
+    if any(type(a) is not array_type for a in arrays) or any(
+            type(p) is not pointer_type for p in pointers):
+        return "canary arrays of mixed types"
+    cdef Py_ssize_t array_size = array_type.__basicsize__
+    cdef Py_ssize_t pointer_size = pointer_type.__basicsize__
+    found = {
+        "data": _offsets_where(arrays, lambda a, at: _word(a, at) == <void*> a.data, array_size),
+        "dtype": _offsets_where(arrays, lambda a, at: _word(a, at) == <void*> a.dtype,
+                                array_size),
+        "shape": _offsets_where(arrays, lambda a, at: _vector_is(a, at, a.shape), array_size),
+        "strides": _offsets_where(arrays, lambda a, at: _vector_is(a, at, a.strides),
+                                  array_size),
+        "ptr": _offsets_where(pointers, lambda p, at: <uintptr_t> _word(p, at)
+                              == <uintptr_t> <unsigned long long> p.ptr, pointer_size),
+        "mem": _offsets_where(pointers, lambda p, at: _word(p, at) == <void*> p.mem,
+                              pointer_size),
+    }
+    for name, offsets in found.items():
+        if len(offsets) != 1:
+            return f"cupy's {name} field: {len(offsets)} candidate offsets"
+    # device_id is a C int, declared between ptr and mem: that slot must hold every canary's.
+    cdef Py_ssize_t device_at = found["ptr"][0] + sizeof(void*)
+    if device_at + sizeof(int) > found["mem"][0] or any(
+            (<int*> (<char*> <PyObject*> p + device_at))[0] != p.device_id for p in pointers):
+        return "cupy's MemoryPointer.device_id is not where its declaration puts it"
+    if len({p.device_id for p in pointers}) < 2:
+        return "the canaries must span two device ids to check MemoryPointer.device_id"
+    _data_at, _dtype_at = found["data"][0], found["dtype"][0]
+    _shape_at, _strides_at = found["shape"][0], found["strides"][0]
+    _ptr_at, _mem_at, _device_at = found["ptr"][0], found["mem"][0], device_at
+    _memptr_type = <PyTypeObject*> pointer_type
+    return None
+
+
 cdef intptr_t _current_stream_on(int device_id) except? -1:
     # cupy's current stream on `device_id`; ptr 0 is the legacy default stream, which is what
     # cupy launches on then, so it is reported as handle 0 rather than as "none".
@@ -93,8 +219,9 @@ cdef intptr_t _current_stream_on(int device_id) except? -1:
 
 
 cdef object read_cupy(object obj, object stream, ViewRecord* rec):
-    if _mode == MODE_ATTRIBUTES:
-        keepalive = _read_attributes(obj, rec)
+    if _mode == MODE_FIELDS or _mode == MODE_ATTRIBUTES:
+        keepalive = (_read_fields(obj, rec) if _mode == MODE_FIELDS
+                     else _read_attributes(obj, rec))
         # The stream current now is part of what the view says (exports carry it, a later
         # sync() orders after it).  Without the C read, the plugin's strategy is asked when
         # ordering needs it rather than paying cupy's Python API on every view.
@@ -163,10 +290,12 @@ cdef str _check_path(int path, object sample, str what):
         read_cuda_array_interface(sample, None, &want)
         if path == MODE_ATTRIBUTES:
             _read_attributes(sample, &got)
+        elif path == MODE_FIELDS:
+            _read_fields(sample, &got)
         else:
             keep = read_dlpack_exchange_api(sample, None, &got)  # noqa: F841 (holds the tensor)
         problem = _compare(&got, &want, what)
-        if problem is None and path == MODE_ATTRIBUTES:
+        if problem is None and path != MODE_EXCHANGE_API:
             # The Python API, too: the pointer and device cupy itself reports.
             if sample.size and got.ptr != <uintptr_t> <unsigned long long> sample.data.ptr:
                 problem = f"{what}: ptr differs from .data.ptr"
@@ -207,6 +336,8 @@ cdef double _time_path(int path, object sample):
             for i in range(200):
                 if path == MODE_ATTRIBUTES:
                     _read_attributes(sample, &rec)
+                elif path == MODE_FIELDS:
+                    _read_fields(sample, &rec)
                 else:
                     read_dlpack_exchange_api(sample, None, &rec)
             clock_gettime(CLOCK_MONOTONIC, &end)
@@ -240,6 +371,26 @@ cdef int _check_stream_reader(object cupy) except -1:
     return 0
 
 
+cdef str _fields_check(object cupy, list samples):
+    """Locate cupy's fields and check the field path on every canary; None when usable."""
+    arrays = [sample for _, sample in samples]
+    # Metadata-only arrays claiming other devices (never touched): device ids must differ.
+    base = arrays[0]
+    device_id = base.data.device_id
+    for other in (device_id + 1, device_id + 2):
+        memory = cupy.cuda.UnownedMemory(base.data.ptr, base.nbytes, base, device_id=other)
+        arrays.append(cupy.ndarray(base.shape, base.dtype, cupy.cuda.MemoryPointer(memory, 0),
+                                   base.strides))
+    problem = _locate(arrays)
+    for what, sample in samples:
+        if problem is not None:
+            break
+        problem = _check_path(MODE_FIELDS, sample, what)
+    if problem is not None:
+        _locate([])         # forget the offsets
+    return problem
+
+
 cdef int _choose(type t) except -1:
     global _mode, _failure
     try:
@@ -259,6 +410,12 @@ cdef int _choose(type t) except -1:
         problem = f"validation raised {type(exc).__name__}: {exc}"
     chosen = MODE_ATTRIBUTES if problem is None else MODE_CAI
     _failure = problem
+    if chosen == MODE_ATTRIBUTES:
+        try:
+            if _fields_check(cupy, samples) is None:
+                chosen = MODE_FIELDS
+        except Exception:
+            pass            # the attribute path stays in use
     if samples is not None and has_exchange_api(t):
         try:
             for what, sample in samples:
@@ -266,7 +423,7 @@ cdef int _choose(type t) except -1:
                     break
             else:
                 if (chosen == MODE_CAI or _time_path(MODE_EXCHANGE_API, samples[0][1])
-                        < _time_path(MODE_ATTRIBUTES, samples[0][1])):
+                        < _time_path(chosen, samples[0][1])):
                     chosen = MODE_EXCHANGE_API
         except Exception:
             pass
@@ -283,8 +440,9 @@ def mode():
     -------
     str
         One of :data:`MODES`: ``"unchecked"`` until the first cupy array is read, then
-        ``"attributes"``, ``"dlpack_c_exchange_api"`` or ``"cuda_array_interface"`` (the
-        fallback when the faster paths did not validate).
+        ``"fields"`` (cupy's struct fields read at located offsets), ``"attributes"`` (its
+        Python attributes read from C), ``"dlpack_c_exchange_api"`` or
+        ``"cuda_array_interface"`` (the fallback when the faster paths did not validate).
     """
     return MODES[_mode]
 
@@ -321,17 +479,38 @@ def validate(type t=None):
     return MODES[_mode]
 
 
+def locate_fields(arrays):
+    """Locate cupy's struct fields from ``arrays`` for the ``"fields"`` path (normally done by
+    the first read's validation, on canaries it makes itself).
+
+    Parameters
+    ----------
+    arrays : list of cupy.ndarray
+        At least three arrays of one type whose pointers, shapes, strides, dtypes and devices
+        differ (device ids: at least two).
+
+    Returns
+    -------
+    str or None
+        Why the fields could not be located, or None when they were.
+    """
+    _bind_cupy()
+    return _locate(list(arrays))
+
+
 def set_mode(str name):
     """Force the path (for tests that simulate a failed validation); ``"unchecked"`` resets.
 
     Parameters
     ----------
     name : str
-        One of :data:`MODES`.
+        One of :data:`MODES`; ``"fields"`` only once the fields were located.
     """
     global _mode, _failure
     if name not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {name!r}")
+    if name == "fields" and _memptr_type == NULL:
+        raise ValueError("the fields path needs cupy's fields located first (locate_fields)")
     _mode = MODES.index(name)
     _failure = None
 

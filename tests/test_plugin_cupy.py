@@ -67,11 +67,35 @@ def test_set_mode_rejects_unknown_modes():
 cupy = pytest.importorskip("cupy")
 
 
-def host_cupy(array: np.ndarray):
+def host_cupy(array: np.ndarray, device_id: int = 0):
     """A cupy.ndarray describing ``array``'s host memory (never touched by the device)."""
-    memory = cupy.cuda.UnownedMemory(array.ctypes.data, array.nbytes, array, device_id=0)
+    memory = cupy.cuda.UnownedMemory(array.ctypes.data, array.nbytes, array, device_id=device_id)
     return cupy.ndarray(array.shape, array.dtype, cupy.cuda.MemoryPointer(memory, 0),
                         array.strides)
+
+
+# Host buffers behind the canaries below, kept for the whole session.
+_CANARY_BUFFERS = [np.zeros((4, 6), np.float32), np.arange(10.0),
+                   np.zeros((2, 3, 4, 5), np.int16), np.zeros((), np.complex64)]
+
+
+def field_canaries():
+    """Arrays whose pointers, shapes, strides, dtypes and device ids all differ."""
+    first, second, third, fourth = (host_cupy(b) for b in _CANARY_BUFFERS)
+    return [first, host_cupy(_CANARY_BUFFERS[1], device_id=3)[2:],
+            host_cupy(_CANARY_BUFFERS[2], device_id=1).transpose(3, 1, 0, 2),
+            host_cupy(_CANARY_BUFFERS[3], device_id=2), second, third, fourth]
+
+
+@pytest.fixture(params=["attributes", "fields"])
+def fast_mode(request):
+    """Each of the reader's two paths over cupy's own metadata."""
+    previous = _cupy_reader.mode()
+    if request.param == "fields":
+        assert _cupy_reader.locate_fields(field_canaries()) is None
+    _cupy_reader.set_mode(request.param)
+    yield request.param
+    _cupy_reader.set_mode(previous)
 
 
 @pytest.fixture
@@ -84,18 +108,39 @@ def attributes_mode():
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", list(DLPACK))
-def test_attribute_reader_reports_cupys_own_metadata(attributes_mode, dtype, layout):
-    base = host_cupy(np.zeros((4, 6), dtype=dtype))
+def test_fast_reader_reports_cupys_own_metadata(fast_mode, dtype, layout):
+    base = host_cupy(np.zeros((4, 6), dtype=dtype), device_id=5)
     a = LAYOUTS[layout](base)
     v = interop_core.view(a)
     assert v.owner is a
     assert v.shape == a.shape
     assert v.strides_in_bytes == a.strides or a.size == 0
     assert v.dlpack_dtype == DLPACK[dtype]
-    assert (v.device_type, v.device_id) == (2, 0)
+    assert (v.device_type, v.device_id) == (2, 5)
     assert not v.readonly
     if a.size:
         assert v.ptr == a.data.ptr
+
+
+def test_fields_path_reads_arrays_of_many_dimensions(fast_mode):
+    buffer = np.zeros((2,) * 9, np.float32)
+    a = host_cupy(buffer)[..., ::2].transpose()
+    v = interop_core.view(a)
+    assert (v.shape, v.strides_in_bytes) == (a.shape, a.strides)
+
+
+@pytest.mark.parametrize(("arrays", "problem"), [
+    (lambda: [], "too few canary arrays"),
+    (lambda: [host_cupy(b) for b in _CANARY_BUFFERS], "two device ids"),
+])
+def test_fields_that_cannot_be_located_are_not_used(arrays, problem):
+    previous = _cupy_reader.mode()
+    try:
+        assert problem in _cupy_reader.locate_fields(arrays())
+        with pytest.raises(ValueError, match="located first"):
+            _cupy_reader.set_mode("fields")
+    finally:
+        _cupy_reader.set_mode(previous if previous != "fields" else "unchecked")
 
 
 def test_cupy_type_is_read_by_the_cupy_plugins_reader():
@@ -170,7 +215,13 @@ def test_to_cupy_by_type_uses_the_cupy_exporter(attributes_mode):
 def test_gpu_validation_chooses_a_fast_path():
     a = cupy.arange(4)
     interop_core.view(a)
-    assert _cupy_reader.mode() in ("attributes", "dlpack_c_exchange_api"), _cupy_reader.failure()
+    assert _cupy_reader.mode() in ("fields", "attributes", "dlpack_c_exchange_api"), (
+        _cupy_reader.failure())
+
+
+@pytest.mark.gpu
+def test_gpu_validation_locates_cupys_fields():
+    assert _cupy_reader.validate() == "fields", _cupy_reader.failure()
 
 
 @pytest.mark.gpu

@@ -5,13 +5,18 @@ Registers exact ``cupy.ndarray`` with the core's compiled reader ``"cupy"``
 Loading this plugin never imports cupy: types are named as strings and resolved once cupy has
 been imported by the user.
 
-The reader reads the array's public attributes (``.data.ptr``, ``.shape``, ``.strides``,
-``.dtype``, ``.data.device_id``) from C, after validating that path once per process against
-cupy's ``__cuda_array_interface__`` on canary arrays; if the validation fails it uses the
-interface itself.  Should a cupy version publish ``__dlpack_c_exchange_api__``, that path is
-validated and timed too, and the faster one wins.  The producer stream is cupy's current
-stream on the array's device (handle ``0``: the legacy default stream); it is read only when a
-consumer stream is given.
+The reader reads what the array's public attributes (``.data.ptr``, ``.shape``, ``.strides``,
+``.dtype``, ``.data.device_id``) say straight from cupy's Cython structs, at byte offsets it
+locates once per process on canary arrays whose values all differ (mode ``"fields"``); that
+path, and the slower one through the attributes themselves (mode ``"attributes"``), are checked
+once against cupy's ``__cuda_array_interface__`` on canary arrays, and if neither validates the
+interface itself is used.  Should a cupy version publish ``__dlpack_c_exchange_api__``, that
+path is validated and timed too, and the faster one wins (``_cupy_reader.mode()`` says which is
+in use).  The producer stream is cupy's current stream on the array's device (handle ``0``: the
+legacy default stream), read in C as every view is made (cupy's exported
+``get_stream_ptr``; else cupy's Python API, asked when ordering needs it).  Stream objects are
+remembered through a weak reference (``keep_last="weak"``): passing the same one again skips
+its ``.ptr`` lookup.
 """
 
 from __future__ import annotations
