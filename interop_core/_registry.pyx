@@ -360,7 +360,9 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         v = <StridedMemoryView> result
     else:
         v = _read_capsule(entry, obj, stream)
-    if stream is not None:
+    # The launcher's common case, the producer's own stream, is decided here without a call.
+    if stream is not None and not (v.rec.has_producer_stream
+                                   and same_stream(v.rec.producer_stream, consumer)):
         _order(entry, v, consumer)
     return v
 
@@ -369,10 +371,7 @@ cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) excep
     """Order `consumer` after the producer: the stream the reader found, else the plugin's."""
     if v.rec.device_type == 1:      # host memory: no streams
         return 0
-    if v.rec.has_producer_stream:
-        if same_stream(v.rec.producer_stream, consumer):
-            return 0                # the launcher's common case: decided without another call
-    elif entry.producer_stream is not None:
+    if not v.rec.has_producer_stream and entry.producer_stream is not None:
         producer = entry.producer_stream(v.owner)
         if producer is None:
             return 0

@@ -191,9 +191,9 @@ def test_budget_table_has_every_design_line_and_says_what_was_not_measured():
 
 def _same_stream_row(ours_rounds, reference_rounds, ours_ns=100.0, reference_ns=100.0):
     group = "view(torch cuda, same stream)"
-    results = [Measurement("stream", group, "interop_core view(stream=None)", reference_ns, True,
+    results = [Measurement("stream", group, "interop_core view(stream=-1)", reference_ns, True,
                            extra={"rounds": reference_rounds}),
-               Measurement("stream", group, "interop_core view(stream=torch stream)", ours_ns,
+               Measurement("stream", group, "interop_core view(stream=int handle)", ours_ns,
                            True, extra={"rounds": ours_rounds})]
     (row,) = [r for r in budget_rows(results) if r["line"].startswith("same-stream")]
     return row

@@ -294,6 +294,10 @@ def _same_stream_cases(fw: str, obj: object, smv: object) -> list[Case]:
     cases = [Case("stream", group, "interop_core view()", bound(view, obj), ours=True),
              Case("stream", group, "interop_core view(stream=None)",
                   bound(view, obj, None), ours=True),
+             # -1 also means "no synchronisation", but is resolved like a handle: the unsynced
+             # call that does everything a same-stream call does but decide "same stream".
+             Case("stream", group, "interop_core view(stream=-1)",
+                  bound(view, obj, -1), ours=True),
              Case("stream", group, f"interop_core view(stream={fw} stream)",
                   bound(view, obj, stream), ours=True),
              Case("stream", group, "interop_core view(stream=int handle)",

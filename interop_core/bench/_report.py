@@ -17,6 +17,9 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
 # The DESIGN.md performance budget: (line, budget, groups that measure it, most relevant first,
 # our path, peer paths).  A budget is ns, or the name of another path of the same group whose
 # time in the same run is the budget.  A GPU run has the CUDA groups; a CPU run the host ones.
+# The same-stream line compares two calls that differ only in that decision: an int handle
+# naming the producer's stream against -1 (an int meaning "no synchronisation"), both resolved
+# the same way; `view()` and `view(x, None)` are shown beside them.
 # A relative budget compares the two paths round by round (their batches were taken in turn):
 # it is kept when ours is not measurably slower, i.e. in at least a quarter of the rounds ours
 # took no longer than the reference (the lower quartile of the paired ratios is at most 1).
@@ -35,10 +38,10 @@ BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ..
      ("cuda.core from_dlpack", "jax __dlpack__ (capsule only)")),
     ("view with stream ordering", 3000, ("view(torch cuda, stream=)", "view(cupy cuda, stream=)"),
      "interop_core view(stream=int handle)", ("cuda.core from_dlpack (synced)",)),
-    ("same-stream view costs no more than an unsynced one", "interop_core view(stream=None)",
-     ("view(torch cuda, same stream)",), "interop_core view(stream=torch stream)",
-     ("interop_core view()", "interop_core view(stream=int handle)",
-      "cuda.core from_dlpack (synced)")),
+    ("same-stream view costs no more than an unsynced one", "interop_core view(stream=-1)",
+     ("view(torch cuda, same stream)",), "interop_core view(stream=int handle)",
+     ("interop_core view()", "interop_core view(stream=None)",
+      "interop_core view(stream=torch stream)", "cuda.core from_dlpack (synced)")),
     ("to(torch tensor, \"cupy\")", 3000, ("to(torch cuda, 'cupy')",), "interop_core to()",
      ("cupy.from_dlpack",)),
     ("to(cupy array, \"torch\")", 2000, ("to(cupy cuda, 'torch')",), "interop_core to()",
