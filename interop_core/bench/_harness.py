@@ -11,11 +11,13 @@ calibrated batches is robust to the scheduler noise of a shared machine; ratios 
 measured in the same run are what to read, not absolute figures across machines.  The paths of
 one operation are timed interleaved (:func:`measure_interleaved`: one batch of each in turn,
 round after round), so a slow spell of the machine lands on all of them rather than on
-whichever path happened to be running.
+whichever path happened to be running; before each batch the garbage collector's young
+generations are collected, untimed, so that no path pays for the garbage another left behind.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import sys
 import threading
@@ -164,6 +166,9 @@ def sample_interleaved(fns: list[Callable[[], object]],
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(settings.repeats):
         for timer, number, out in zip(timers, numbers, samples, strict=True):
+            # The garbage the previous path left (a peer's cycles, finalizers) is collected
+            # now, untimed, rather than by whichever path the collector happens to interrupt.
+            gc.collect(1)
             out.append(timer.timeit(number) / number * 1e9)
     return samples
 
