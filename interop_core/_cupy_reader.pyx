@@ -17,7 +17,13 @@ from ._dlpack cimport has_exchange_api, read_dlpack_exchange_api
 from ._dlpack_abi cimport DLDataType, kDLCUDA, kDLCUDAManaged
 from ._dtypes cimport record_set_dtype_of
 from ._interfaces cimport read_cuda_array_interface
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
+from ._record cimport (
+    ViewRecord,
+    extents_free,
+    extents_resize,
+    record_difference,
+    record_init,
+)
 from ._registry cimport add_core_reader
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "stream_reader",
@@ -254,33 +260,6 @@ cdef object _bind_cupy():
     return cupy
 
 
-cdef str _compare(ViewRecord* got, ViewRecord* want, str what):
-    cdef int i
-    cdef int64_t volume = 1
-    if got.ext.ndim != want.ext.ndim:
-        return f"{what}: ndim {got.ext.ndim} != {want.ext.ndim}"
-    for i in range(got.ext.ndim):
-        if got.ext.shape[i] != want.ext.shape[i]:
-            return f"{what}: shape[{i}] {got.ext.shape[i]} != {want.ext.shape[i]}"
-        volume *= got.ext.shape[i]
-    if volume:
-        if got.ptr != want.ptr:
-            return f"{what}: ptr {got.ptr:#x} != {want.ptr:#x}"
-        for i in range(got.ext.ndim):
-            # A stride is meaningless along an extent of 1.
-            if got.ext.shape[i] > 1 and got.ext.strides[i] != want.ext.strides[i]:
-                return f"{what}: strides[{i}] {got.ext.strides[i]} != {want.ext.strides[i]}"
-    if (got.dtype.code != want.dtype.code or got.dtype.bits != want.dtype.bits
-            or got.dtype.lanes != want.dtype.lanes):
-        return f"{what}: dtype differs"
-    if volume and (got.device_type != want.device_type or got.device_id != want.device_id):
-        return (f"{what}: device ({got.device_type}, {got.device_id}) != "
-                f"({want.device_type}, {want.device_id})")
-    if got.readonly != want.readonly:
-        return f"{what}: readonly differs"
-    return None
-
-
 cdef str _check_path(int path, object sample, str what):
     cdef ViewRecord got
     cdef ViewRecord want
@@ -294,7 +273,7 @@ cdef str _check_path(int path, object sample, str what):
             _read_fields(sample, &got)
         else:
             keep = read_dlpack_exchange_api(sample, None, &got)  # noqa: F841 (holds the tensor)
-        problem = _compare(&got, &want, what)
+        problem = record_difference(&got, &want, what, False)
         if problem is None and path != MODE_EXCHANGE_API:
             # The Python API, too: the pointer and device cupy itself reports.
             if sample.size and got.ptr != <uintptr_t> <unsigned long long> sample.data.ptr:

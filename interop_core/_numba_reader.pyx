@@ -13,7 +13,13 @@ from ._cuda cimport pointer_device
 from ._dlpack_abi cimport DLDataType, kDLCUDA
 from ._dtypes cimport record_set_dtype_of
 from ._interfaces cimport read_array_interface, read_cuda_array_interface
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
+from ._record cimport (
+    ViewRecord,
+    extents_free,
+    extents_resize,
+    record_difference,
+    record_init,
+)
 from ._registry cimport add_core_reader
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
@@ -124,35 +130,6 @@ add_core_reader("numba_simulator", read_numba_simulator)
 
 # --- validation (once per process) -------------------------------------------------------------
 
-cdef str _compare(ViewRecord* got, ViewRecord* want, str what):
-    cdef int i
-    cdef int64_t volume = 1
-    if got.ext.ndim != want.ext.ndim:
-        return f"{what}: ndim {got.ext.ndim} != {want.ext.ndim}"
-    for i in range(got.ext.ndim):
-        if got.ext.shape[i] != want.ext.shape[i]:
-            return f"{what}: shape[{i}] {got.ext.shape[i]} != {want.ext.shape[i]}"
-        volume *= got.ext.shape[i]
-    if volume:
-        if got.ptr != want.ptr:
-            return f"{what}: ptr {got.ptr:#x} != {want.ptr:#x}"
-        for i in range(got.ext.ndim):
-            if got.ext.shape[i] > 1 and got.ext.strides[i] != want.ext.strides[i]:
-                return f"{what}: strides[{i}] {got.ext.strides[i]} != {want.ext.strides[i]}"
-        if got.device_type != want.device_type or got.device_id != want.device_id:
-            return (f"{what}: device ({got.device_type}, {got.device_id}) != "
-                    f"({want.device_type}, {want.device_id})")
-    if (got.dtype.code != want.dtype.code or got.dtype.bits != want.dtype.bits
-            or got.dtype.lanes != want.dtype.lanes):
-        return f"{what}: dtype differs"
-    if got.readonly != want.readonly:
-        return f"{what}: readonly differs"
-    if got.has_producer_stream != want.has_producer_stream or (
-            got.has_producer_stream and got.producer_stream != want.producer_stream):
-        return f"{what}: producer stream differs"
-    return None
-
-
 cdef str _check(object sample, str what):
     cdef ViewRecord got
     cdef ViewRecord want
@@ -161,7 +138,7 @@ cdef str _check(object sample, str what):
     try:
         read_cuda_array_interface(sample, None, &want)
         _read_attributes(sample, &got)
-        return _compare(&got, &want, what)
+        return record_difference(&got, &want, what, True)
     finally:
         extents_free(&got.ext)
         extents_free(&want.ext)

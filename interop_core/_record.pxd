@@ -88,3 +88,38 @@ cdef inline void record_init(ViewRecord* rec) noexcept nogil:
     rec.readonly = False
     rec.has_producer_stream = False
     rec.producer_stream = 0
+
+
+cdef inline str record_difference(const ViewRecord* got, const ViewRecord* want, str what,
+                                  bint compare_streams):
+    """How two records of the same memory differ (for reader validation), or None.
+
+    Strides along extents of 1, and the pointer, strides and device of empty arrays, mean
+    nothing and are not compared; the producer stream only when `compare_streams`.
+    """
+    cdef int i
+    cdef int64_t volume = 1
+    if got.ext.ndim != want.ext.ndim:
+        return f"{what}: ndim {got.ext.ndim} != {want.ext.ndim}"
+    for i in range(got.ext.ndim):
+        if got.ext.shape[i] != want.ext.shape[i]:
+            return f"{what}: shape[{i}] {got.ext.shape[i]} != {want.ext.shape[i]}"
+        volume *= got.ext.shape[i]
+    if volume:
+        if got.ptr != want.ptr:
+            return f"{what}: ptr {got.ptr:#x} != {want.ptr:#x}"
+        for i in range(got.ext.ndim):
+            if got.ext.shape[i] > 1 and got.ext.strides[i] != want.ext.strides[i]:
+                return f"{what}: strides[{i}] {got.ext.strides[i]} != {want.ext.strides[i]}"
+        if got.device_type != want.device_type or got.device_id != want.device_id:
+            return (f"{what}: device ({got.device_type}, {got.device_id}) != "
+                    f"({want.device_type}, {want.device_id})")
+    if (got.dtype.code != want.dtype.code or got.dtype.bits != want.dtype.bits
+            or got.dtype.lanes != want.dtype.lanes):
+        return f"{what}: dtype differs"
+    if got.readonly != want.readonly:
+        return f"{what}: readonly differs"
+    if compare_streams and (got.has_producer_stream != want.has_producer_stream or (
+            got.has_producer_stream and got.producer_stream != want.producer_stream)):
+        return f"{what}: producer stream differs"
+    return None
