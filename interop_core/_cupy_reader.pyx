@@ -7,7 +7,7 @@
 
 import sys
 
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -103,6 +103,7 @@ cdef Py_ssize_t _ptr_at = -1        # MemoryPointer.ptr: intptr_t
 cdef Py_ssize_t _device_at = -1     # MemoryPointer.device_id: int
 cdef Py_ssize_t _mem_at = -1        # MemoryPointer.mem: BaseMemory*, borrowed from the pointer
 cdef PyTypeObject* _memptr_type = NULL   # cupy.cuda.memory.MemoryPointer (kept by cupy)
+cdef PyTypeObject* _fields_type = NULL   # the array type the offsets hold for (kept by cupy)
 
 
 cdef inline void* _word(object obj, Py_ssize_t at) noexcept:
@@ -110,17 +111,21 @@ cdef inline void* _word(object obj, Py_ssize_t at) noexcept:
 
 
 cdef object _read_fields(object obj, ViewRecord* rec):
+    # Only the exact type whose fields were located (a plugin may name this reader for another).
+    if <PyTypeObject*> Py_TYPE(obj) != _fields_type:
+        return _read_attributes(obj, rec)
     cdef char* array = <char*> <PyObject*> obj
     cdef PyObject* memptr = (<PyObject**> (array + _data_at))[0]
     cdef PyObject* dtype = (<PyObject**> (array + _dtype_at))[0]
     if memptr == NULL or dtype == NULL or <PyTypeObject*> memptr.ob_type != _memptr_type:
         return _read_attributes(obj, rec)
+    # The dtype first: no code runs after the vectors' storage is read below.
+    record_set_dtype_of(rec, <object> dtype)
     cdef Py_ssize_t* shape = (<Py_ssize_t**> (array + _shape_at))[0]
     cdef Py_ssize_t n = (<Py_ssize_t**> (array + _shape_at + sizeof(void*)))[0] - shape
     cdef Py_ssize_t* strides = (<Py_ssize_t**> (array + _strides_at))[0]
     if (<Py_ssize_t**> (array + _strides_at + sizeof(void*)))[0] - strides != n:
         return _read_attributes(obj, rec)
-    record_set_dtype_of(rec, <object> dtype)
     extents_resize(&rec.ext, <int> n)
     cdef Py_ssize_t i
     cdef int64_t itemsize = rec.itemsize
@@ -166,9 +171,9 @@ cdef bint _vector_is(object obj, Py_ssize_t at, tuple values):
 cdef str _locate(list arrays):
     """Find the field offsets from ``arrays`` (cupy.ndarray objects); None or what failed."""
     global _data_at, _dtype_at, _shape_at, _strides_at, _ptr_at, _device_at, _mem_at
-    global _memptr_type
+    global _memptr_type, _fields_type
     _data_at = _dtype_at = _shape_at = _strides_at = _ptr_at = _device_at = _mem_at = -1
-    _memptr_type = NULL
+    _memptr_type = _fields_type = NULL
     if len(arrays) < 3:
         return "too few canary arrays to locate cupy's fields"
     array_type = type(arrays[0])
@@ -205,6 +210,7 @@ cdef str _locate(list arrays):
     _shape_at, _strides_at = found["shape"][0], found["strides"][0]
     _ptr_at, _mem_at, _device_at = found["ptr"][0], found["mem"][0], device_at
     _memptr_type = <PyTypeObject*> pointer_type
+    _fields_type = <PyTypeObject*> array_type
     return None
 
 

@@ -129,6 +129,21 @@ def test_fields_path_reads_arrays_of_many_dimensions(fast_mode):
     assert (v.shape, v.strides_in_bytes) == (a.shape, a.strides)
 
 
+class LooksLikeCupy:
+    """Not a cupy.ndarray, but with the attributes the cupy reader reads."""
+
+    def __init__(self, a):
+        self.data, self.shape, self.strides, self.dtype = a.data, a.shape, a.strides, a.dtype
+
+
+def test_the_fields_path_reads_only_the_type_it_located_fields_for(fast_mode, registered):
+    registered(lambda r: r.add_type(LooksLikeCupy, "cupy"), "imitation")
+    a = host_cupy(np.arange(12.0).reshape(3, 4), device_id=2)[:, 1:]
+    v = interop_core.view(LooksLikeCupy(a))
+    assert (v.ptr, v.shape, v.strides_in_bytes, v.device_id) == (
+        a.data.ptr, a.shape, a.strides, 2)
+
+
 @pytest.mark.parametrize(("arrays", "problem"), [
     (lambda: [], "too few canary arrays"),
     (lambda: [host_cupy(b) for b in _CANARY_BUFFERS], "two device ids"),
