@@ -46,15 +46,37 @@ cdef stream_ptr_fn _stream_ptr_of = NULL
 cdef const char* _STREAM_PTR_SIGNATURE = b"intptr_t (int)"
 
 
-# --- dtype: cupy dtypes are numpy dtypes; the builtin ones are singletons, so a few identity
-# slots in front of the table's lookup skip hashing a dtype on every call. --------------------
+# --- what both paths below fill in the same way ------------------------------------------------
+
+cdef inline int _set_extent(ViewRecord* rec, Py_ssize_t i, int64_t extent,
+                            int64_t stride_bytes) except -1:
+    if stride_bytes % rec.itemsize:
+        raise BufferError(f"cupy.ndarray stride of {stride_bytes} bytes is not a multiple of its "
+                          f"itemsize {rec.itemsize}")
+    rec.ext.shape[i] = extent
+    rec.ext.strides[i] = stride_bytes // rec.itemsize
+    return 0
+
+
+cdef int _set_memory(ViewRecord* rec, uintptr_t ptr, int32_t device_id,
+                     object mem_type) except -1:
+    # `mem_type`: the type of the MemoryPointer's `mem` (the allocation behind the array).
+    rec.ptr = ptr
+    rec.device_type = kDLCUDA
+    rec.device_id = device_id
+    rec.readonly = False
+    if mem_type is _managed_type:
+        rec.device_type = kDLCUDAManaged
+    elif mem_type is _unowned_type and ptr != 0:
+        # Wrapped foreign memory may be pinned host or managed: the driver knows.
+        pointer_device(ptr, &rec.device_type, &rec.device_id)
+    return 0
+
 
 # --- the attribute path ------------------------------------------------------------------------
 
 cdef object _read_attributes(object obj, ViewRecord* rec):
     memptr = obj.data           # cupy.cuda.MemoryPointer: ptr is element 0, offset applied
-    cdef uintptr_t ptr = <uintptr_t> <unsigned long long> memptr.ptr
-    cdef int32_t device_id = memptr.device_id
     shape = obj.shape
     strides = obj.strides
     record_set_dtype_of(rec, obj.dtype)
@@ -63,25 +85,10 @@ cdef object _read_attributes(object obj, ViewRecord* rec):
         raise BufferError(f"cupy.ndarray has {n} extents but {len(strides)} strides")
     extents_resize(&rec.ext, <int> n)
     cdef Py_ssize_t i
-    cdef int64_t itemsize = rec.itemsize
-    cdef int64_t s
     for i in range(n):
-        rec.ext.shape[i] = <int64_t> (<tuple> shape)[i]
-        s = <int64_t> (<tuple> strides)[i]
-        if s % itemsize:
-            raise BufferError(
-                f"cupy.ndarray stride of {s} bytes is not a multiple of its itemsize {itemsize}")
-        rec.ext.strides[i] = s // itemsize
-    rec.ptr = ptr
-    rec.device_type = kDLCUDA
-    rec.device_id = device_id
-    rec.readonly = False
-    mem_type = type(memptr.mem)
-    if mem_type is _managed_type:
-        rec.device_type = kDLCUDAManaged
-    elif mem_type is _unowned_type and ptr != 0:
-        # Wrapped foreign memory may be pinned host or managed: the driver knows.
-        pointer_device(ptr, &rec.device_type, &rec.device_id)
+        _set_extent(rec, i, <int64_t> (<tuple> shape)[i], <int64_t> (<tuple> strides)[i])
+    _set_memory(rec, <uintptr_t> <unsigned long long> memptr.ptr, memptr.device_id,
+                type(memptr.mem))
     return obj
 
 
@@ -128,24 +135,12 @@ cdef object _read_fields(object obj, ViewRecord* rec):
         return _read_attributes(obj, rec)
     extents_resize(&rec.ext, <int> n)
     cdef Py_ssize_t i
-    cdef int64_t itemsize = rec.itemsize
     for i in range(n):
-        if strides[i] % itemsize:
-            raise BufferError(f"cupy.ndarray stride of {strides[i]} bytes is not a multiple of "
-                              f"its itemsize {itemsize}")
-        rec.ext.shape[i] = shape[i]
-        rec.ext.strides[i] = strides[i] // itemsize
+        _set_extent(rec, i, shape[i], strides[i])
     cdef char* pointer = <char*> memptr
-    cdef uintptr_t ptr = (<uintptr_t*> (pointer + _ptr_at))[0]
-    rec.ptr = ptr
-    rec.device_type = kDLCUDA
-    rec.device_id = (<int*> (pointer + _device_at))[0]
-    rec.readonly = False
     cdef PyObject* mem = (<PyObject**> (pointer + _mem_at))[0]
-    if mem != NULL and <object> mem.ob_type is _managed_type:
-        rec.device_type = kDLCUDAManaged
-    elif mem != NULL and <object> mem.ob_type is _unowned_type and ptr != 0:
-        pointer_device(ptr, &rec.device_type, &rec.device_id)
+    _set_memory(rec, (<uintptr_t*> (pointer + _ptr_at))[0], (<int*> (pointer + _device_at))[0],
+                None if mem == NULL else <object> mem.ob_type)
     return obj
 
 

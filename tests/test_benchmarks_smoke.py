@@ -20,8 +20,8 @@ from interop_core.bench._harness import (
     QUICK,
     Measurement,
     bound,
-    measure_interleaved,
     measure_threads,
+    sample_interleaved,
 )
 from interop_core.bench._report import (
     BUDGET,
@@ -136,8 +136,8 @@ def test_a_failing_path_is_recorded_as_a_result_not_raised():
 def test_the_paths_of_an_operation_are_timed_in_turn():
     calls = []
     fns = [lambda: calls.append("a"), lambda: calls.append("b")]
-    medians = measure_interleaved(fns, QUICK)
-    assert len(medians) == 2 and all(m > 0 for m in medians)
+    rounds = sample_interleaved(fns, QUICK)
+    assert len(rounds) == 2 and all(len(r) == QUICK.repeats and min(r) > 0 for r in rounds)
     timed = calls[2 * QUICK.warmup:]             # after each path's own warm-up
     switches = sum(x != y for x, y in zip(timed, timed[1:], strict=False))
     assert switches >= 2 * QUICK.repeats - 1    # one batch of each per round, not a run of one

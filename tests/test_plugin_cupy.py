@@ -270,17 +270,6 @@ def test_gpu_cupys_current_stream_is_read_in_c():
 
 
 @pytest.mark.gpu
-def test_gpu_a_view_remembers_the_stream_current_when_it_was_made():
-    _cupy_reader.validate()
-    a = cupy.arange(8)
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        v = interop_core.view(a)                 # no consumer stream: metadata only
-    assert cupy.cuda.get_current_stream().ptr != s.ptr
-    assert v.producer_stream == s.ptr
-    assert v.__cuda_array_interface__["stream"] == s.ptr
-
-
-@pytest.mark.gpu
 def test_gpu_cupy_streams_clear_their_weak_references_when_freed():
     # What keep_last="weak" relies on (torch 2.11's CUDA streams, for one, do not).
     import gc

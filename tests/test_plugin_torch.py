@@ -334,17 +334,6 @@ def test_cuda_producer_stream_is_torchs_current_stream_on_a_non_default_stream()
 
 
 @pytest.mark.gpu
-def test_a_view_remembers_the_stream_current_when_it_was_made():
-    t = torch.ones(4, device="cuda")
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):
-        v = interop_core.view(t)                 # no consumer stream: metadata only
-    assert torch.cuda.current_stream().cuda_stream != side.cuda_stream
-    assert v.producer_stream == side.cuda_stream
-    assert v.__cuda_array_interface__["stream"] == side.cuda_stream
-
-
-@pytest.mark.gpu
 def test_a_view_on_the_default_stream_exports_the_legacy_stream_to_the_array_interface():
     v = interop_core.view(torch.ones(4, device="cuda"))
     assert v.producer_stream == torch.cuda.default_stream().cuda_stream == 0

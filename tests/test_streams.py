@@ -229,6 +229,34 @@ def test_jax_arrays_are_ready_before_the_consumer_reads(torch_cuda):
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
 
 
+def _array_and_side_stream(framework):
+    """(a device array, a new stream as a context manager, its handle, the current handle)."""
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA here")
+        side = torch.cuda.Stream()
+        return (torch.ones(4, device="cuda"), torch.cuda.stream(side), side.cuda_stream,
+                lambda: torch.cuda.current_stream().cuda_stream)
+    cupy = pytest.importorskip("cupy")
+    from interop_core import _cupy_reader
+
+    _cupy_reader.validate()
+    side = cupy.cuda.Stream(non_blocking=True)
+    return cupy.arange(8), side, side.ptr, lambda: cupy.cuda.get_current_stream().ptr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_a_view_remembers_the_stream_current_when_it_was_made(framework):
+    x, side, handle, current = _array_and_side_stream(framework)
+    with side:
+        v = view(x)                     # no consumer stream: metadata only
+    assert current() != handle
+    assert v.producer_stream == handle
+    assert v.__cuda_array_interface__["stream"] == handle
+
+
 @pytest.mark.gpu
 def test_the_producers_own_stream_enqueues_nothing_and_another_stream_one_wait(torch_cuda):
     torch = torch_cuda

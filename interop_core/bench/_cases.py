@@ -59,8 +59,12 @@ def run_case(case: Case, settings: Settings) -> Measurement:
             case.fn()  # fails fast, before any warm-up, for a path that cannot take the object
             ns, note, extra = measure(case.fn, settings), case.note, {}
     except Exception as exc:  # a peer that cannot take this object is a result too
-        return Measurement(case.section, case.group, case.name, None, case.ours, _error(exc))
+        return _failed(case, exc)
     return Measurement(case.section, case.group, case.name, ns, case.ours, note, extra)
+
+
+def _failed(case: Case, exc: Exception) -> Measurement:
+    return Measurement(case.section, case.group, case.name, None, case.ours, _error(exc))
 
 
 def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
@@ -77,8 +81,7 @@ def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
         try:
             case.fn()  # fails fast, before any warm-up, for a path that cannot take the object
         except Exception as exc:
-            results[i] = Measurement(case.section, case.group, case.name, None, case.ours,
-                                     _error(exc))
+            results[i] = _failed(case, exc)
             continue
         timed.append(i)
     try:

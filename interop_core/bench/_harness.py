@@ -9,7 +9,7 @@ whichever path, ours or a peer's, takes keywords).  The timeit loop itself adds 
 same for every path.  The median of several
 calibrated batches is robust to the scheduler noise of a shared machine; ratios between paths
 measured in the same run are what to read, not absolute figures across machines.  The paths of
-one operation are timed interleaved (:func:`measure_interleaved`: one batch of each in turn,
+one operation are timed interleaved (:func:`sample_interleaved`: one batch of each in turn,
 round after round), so a slow spell of the machine lands on all of them rather than on
 whichever path happened to be running; before each batch the garbage collector's young
 generations are collected, untimed, so that no path pays for the garbage another left behind.
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
-__all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_interleaved",
-           "measure_threads", "sample_interleaved", "Progress"]
+__all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_threads",
+           "sample_interleaved", "Progress"]
 
 
 def bound(fn: Callable, /, *args: object, **kwargs: object) -> Callable[[], object]:
@@ -112,25 +112,7 @@ def measure(fn: Callable[[], object], settings: Settings) -> float:
     -------
     float
     """
-    return measure_interleaved([fn], settings)[0]
-
-
-def measure_interleaved(fns: list[Callable[[], object]], settings: Settings) -> list[float]:
-    """Median nanoseconds per call of each ``fn()``, their batches taken in turn.
-
-    Parameters
-    ----------
-    fns : list of callable
-        Called with no arguments.
-    settings : Settings
-        Batch length, repeats (rounds) and warm-up.
-
-    Returns
-    -------
-    list of float
-        One median per callable, in order.
-    """
-    return [statistics.median(rounds) for rounds in sample_interleaved(fns, settings)]
+    return statistics.median(sample_interleaved([fn], settings)[0])
 
 
 def sample_interleaved(fns: list[Callable[[], object]],
