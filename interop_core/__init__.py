@@ -4,12 +4,12 @@ Importing this package imports no framework (torch, cupy, jax, numba), not numpy
 plugins are discovered the first time :func:`view` meets a type it does not know.
 """
 
-from ._handoff import to
-from ._layout import StridedLayout
-from ._registry import view
-from ._streams import resolve_consumer_stream
-from ._view import Buffer, StridedMemoryView
-from ._viewable import viewable
+from .handoff._handoff import to
+from .core._layout import StridedLayout
+from .registry._registry import view
+from .cuda._streams import resolve_consumer_stream
+from .core._view import Buffer, StridedMemoryView
+from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 
 __all__ = [

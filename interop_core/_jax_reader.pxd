@@ -1,7 +1,7 @@
 # The compiled reader for jax.Array implementations (ArrayImpl): single-device arrays through
 # jax's own cheap accessors, validated once per process against jax's DLPack export.
 
-from ._record cimport ViewRecord
+from .core._record cimport ViewRecord
 
 # The core reader registered as "jax".  Returns the array as the keep-alive (jax frees the
 # buffer only when the array dies, or when the user donates/deletes it).  Waits for readiness

@@ -21,11 +21,11 @@
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
 
-from ._dlpack cimport read_dlpack
-from ._dlpack_abi cimport DLDataType
+from .protocols._dlpack cimport read_dlpack
+from .core._dlpack_abi cimport DLDataType
 from ._numpy_reader cimport numpy_dtype_to_dlpack
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
-from ._registry cimport add_core_reader
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_init
+from .registry._registry cimport add_core_reader
 
 __all__ = ["validation_status", "set_validation_result", "revalidate"]
 

@@ -3,8 +3,8 @@
 
 from libc.stdint cimport int64_t
 
-from ._dlpack_abi cimport DLDataType
-from ._record cimport ViewRecord
+from .core._dlpack_abi cimport DLDataType
+from .core._record cimport ViewRecord
 
 # The core reader registered as "numpy" (see _registry.pxd: core_reader_t).  Returns `obj`, the
 # array, as the keep-alive.  Until the struct layout has been validated against numpy's Python

@@ -17,11 +17,11 @@
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport int64_t, intptr_t, uint8_t, uintptr_t
 
-from ._dlpack_abi cimport DLDataType
-from ._dtypes cimport dtype_from_object, record_set_dtype
-from ._interfaces cimport read_buffer_protocol
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
-from ._registry cimport add_core_reader
+from .core._dlpack_abi cimport DLDataType
+from .core._dtypes cimport dtype_from_object, record_set_dtype
+from .protocols._interfaces cimport read_buffer_protocol
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_init
+from .registry._registry cimport add_core_reader
 
 __all__ = ["validation_status", "set_validation_result", "revalidate"]
 

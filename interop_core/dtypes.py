@@ -16,11 +16,11 @@ Examples
 
 from enum import IntEnum
 
-from ._dtypes import as_dlpack_dtype as _as_dlpack_dtype
-from ._dtypes import known_dtypes as _known_dtypes
-from ._dtypes import triple_itemsize as _triple_itemsize
-from ._dtypes import triple_name as _triple_name
-from ._dtypes import triple_to_numpy as _triple_to_numpy
+from .core._dtypes import as_dlpack_dtype as _as_dlpack_dtype
+from .core._dtypes import known_dtypes as _known_dtypes
+from .core._dtypes import triple_itemsize as _triple_itemsize
+from .core._dtypes import triple_name as _triple_name
+from .core._dtypes import triple_to_numpy as _triple_to_numpy
 
 __all__ = [
     "DLDataTypeCode",

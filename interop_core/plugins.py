@@ -22,7 +22,8 @@ import warnings
 from collections import namedtuple
 from collections.abc import Callable
 
-from . import _registry, _streams
+from .cuda import _streams
+from .registry import _registry
 
 # (No dataclasses or typing here: importing them would double the cost of `import interop_core`.)
 Any = object

@@ -15,7 +15,8 @@ from dlpack_ctypes import (
     make_capsule,
 )
 
-from interop_core import StridedMemoryView, _dlpack
+from interop_core import StridedMemoryView
+from interop_core.protocols import _dlpack
 
 DLPackTensorHolder = _dlpack.DLPackTensorHolder
 
@@ -837,7 +838,7 @@ def test_jax_round_trip_through_view(jax):
     assert (np.asarray(y) == np.asarray(x)).all()
 
 
-# --- sub-byte element types (need the real dtype table in interop_core._dtypes) --------------
+# --- sub-byte element types (need the real dtype table in interop_core.core._dtypes) --------------
 
 FLOAT4 = (17, 4, 1)
 

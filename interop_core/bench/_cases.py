@@ -101,7 +101,7 @@ def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
 # -- samples ----------------------------------------------------------------------------------
 
 def _cuda_present() -> bool:
-    from .. import _cuda
+    from ..cuda import _cuda
 
     try:
         return _cuda.device_count() > 0
@@ -546,7 +546,7 @@ def _read_pytensor(obj, stream):
 def _dispatch_runner(obj: object, blocks: int):
     def run(settings: Settings) -> tuple[float, str, dict]:
         from .. import view
-        from .._registry import time_dispatch
+        from ..registry._registry import time_dispatch
 
         view(obj)  # the first call decides and caches the reader for this type
         direct, looked_up = time_dispatch(obj, blocks)
@@ -617,7 +617,7 @@ def _reader_module(name: str):
 
 
 def _torch_reader_cases(dev: str, t: object) -> list[Case]:
-    from .. import _registry, to, view
+    from ..registry import _registry, to, view
 
     mod = _reader_module("_torch_reader")
     if mod is None:

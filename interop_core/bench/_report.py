@@ -90,7 +90,7 @@ def environment() -> dict:
                 continue
     gpu = None
     try:
-        from .. import _cuda
+        from ..cuda import _cuda
 
         if _cuda.device_count() > 0:
             version = _cuda.driver_version()

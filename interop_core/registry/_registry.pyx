@@ -15,14 +15,14 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from ._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
-from ._dlpack_abi cimport DLDataType
-from ._dtypes cimport record_set_dtype
-from ._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
-from ._cuda cimport same_stream
-from ._record cimport MAX_NDIM, ViewRecord, extents_resize
-from ._streams cimport canonical_stream
-from ._view cimport (
+from ..protocols._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
+from ..core._dlpack_abi cimport DLDataType
+from ..core._dtypes cimport record_set_dtype
+from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
+from ..cuda._cuda cimport same_stream
+from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize
+from ..cuda._streams cimport canonical_stream
+from ..core._view cimport (
     PROTOCOL_NONE,
     PROTOCOL_SELF,
     StridedMemoryView,
@@ -31,7 +31,7 @@ from ._view cimport (
     view_by_protocol,
     view_new,
 )
-from ._view import _set_producer_stream_lookup
+from ..core._view import _set_producer_stream_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "time_dispatch"]
@@ -127,7 +127,7 @@ cdef class ReaderEntry:
     """
 
     def __init__(self):
-        raise TypeError("use interop_core._registry.new_entry(...)")
+        raise TypeError("use interop_core.registry._registry.new_entry(...)")
 
     def __repr__(self):
         names = {READER_CORE: "core", READER_PYTHON: "python", READER_CAPSULE: "capsule",

@@ -8,8 +8,8 @@ from cpython.buffer cimport Py_buffer
 from cpython.pycapsule cimport PyCapsule_CheckExact
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
-from ._cuda cimport order_streams, pointer_device
-from ._dlpack cimport (
+from ..cuda._cuda cimport order_streams, pointer_device
+from ..protocols._dlpack cimport (
     exchange_api_capsule,
     export_dlpack,
     export_dlpack_device,
@@ -36,7 +36,7 @@ from ._dtypes cimport (
     dtype_to_numpy,
     record_set_dtype,
 )
-from ._interfaces cimport (
+from ..protocols._interfaces cimport (
     export_array_interface,
     export_buffer,
     export_cuda_array_interface,
@@ -63,7 +63,7 @@ from ._record cimport (
     extents_resize,
     record_init,
 )
-from ._streams cimport resolve_stream
+from ..cuda._streams cimport resolve_stream
 
 __all__ = ["StridedMemoryView", "Buffer"]
 
@@ -130,7 +130,7 @@ cdef StridedMemoryView _view_cai(object obj, object stream):
     return v
 
 
-# Set by interop_core._registry: owner -> the producer stream its plugin reports, or None.
+# Set by interop_core.registry._registry: owner -> the producer stream its plugin reports, or None.
 cdef object _producer_stream_lookup = None
 
 

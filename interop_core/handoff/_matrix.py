@@ -13,9 +13,9 @@ import importlib.util
 import timeit
 import warnings
 
-from . import plugins
+from .. import plugins
 from ._handoff import to
-from ._registry import view
+from ..registry._registry import view
 
 __all__ = ["handoff_matrix", "format_matrix"]
 

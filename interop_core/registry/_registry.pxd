@@ -2,7 +2,7 @@
 
 from cpython.object cimport PyObject
 
-from ._record cimport ViewRecord
+from ..core._record cimport ViewRecord
 
 # A core reader: fill `rec` from `obj`, return the object that keeps the memory alive.  `stream`
 # arrives resolved (see _streams.canonical_stream): None, or the consumer's CUstream as an int.
