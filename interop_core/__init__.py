@@ -4,13 +4,13 @@ Importing this package imports no framework (torch, cupy, jax, numba), not numpy
 plugins are discovered the first time :func:`view` meets a type it does not know.
 """
 
-from .handoff._handoff import to
 from .core._layout import StridedLayout
-from .registry._registry import view
-from .cuda._streams import resolve_consumer_stream
 from .core._view import Buffer, StridedMemoryView
+from .cuda._streams import resolve_consumer_stream
+from .handoff._handoff import to
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
+from .registry._registry import view
 
 __all__ = [
     "Buffer",

@@ -14,8 +14,8 @@ import timeit
 import warnings
 
 from .. import plugins
-from ._handoff import to
 from ..registry._registry import view
+from ._handoff import to
 
 __all__ = ["handoff_matrix", "format_matrix"]
 
