@@ -38,6 +38,10 @@ cdef str dtype_to_typestr(DLDataType dtype)
 # Triple -> buffer-protocol format string.  BufferError when the protocol has no format for it.
 cdef str dtype_to_buffer_format(DLDataType dtype)
 
+# dtype_from_object through a small identity cache (the dtype objects are kept alive by it):
+# readers of array types call it per object with the same few dtypes.
+cdef int dtype_of_cached(object dtype, DLDataType* out) except -1
+
 # record_set_dtype for a framework's dtype object (numpy dtype, cupy/numba `.dtype`), through a
 # small identity cache: readers of array types call it per object with the same few dtypes.
 cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1

@@ -653,19 +653,24 @@ cdef DLDataType _seen_triples[_DTYPE_SLOTS]
 cdef int _next_slot = 0
 
 
-cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1:
+cdef int dtype_of_cached(object dtype, DLDataType* out) except -1:
     global _next_slot
     cdef int i
-    cdef DLDataType dt
     for i in range(_DTYPE_SLOTS):
         if _seen_dtypes[i] == <PyObject*> dtype:
-            return record_set_dtype(rec, _seen_triples[i], False)
-    dtype_from_object(dtype, &dt)
-    record_set_dtype(rec, dt, False)
+            out[0] = _seen_triples[i]
+            return 0
+    dtype_from_object(dtype, out)
     i = _next_slot
     Py_XDECREF(_seen_dtypes[i])
     Py_INCREF(dtype)
     _seen_dtypes[i] = <PyObject*> dtype
-    _seen_triples[i] = dt
+    _seen_triples[i] = out[0]
     _next_slot = (i + 1) % _DTYPE_SLOTS
     return 0
+
+
+cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1:
+    cdef DLDataType dt
+    dtype_of_cached(dtype, &dt)
+    return record_set_dtype(rec, dt, False)
