@@ -10,7 +10,7 @@ from .cuda._streams import resolve_consumer_stream
 from .handoff._handoff import to
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
-from .registry._registry import C_API as _C_API  # the ABI's helper table (interop_core.h)
+from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
 from .registry._registry import view
 
 __all__ = [

@@ -6,9 +6,9 @@ import gc
 import weakref
 
 import pytest
+from conftest import validation_result
 
 import interop_core
-from conftest import validation_result
 from interop_core.testing import Expected, PluginConformance
 
 np = pytest.importorskip("numpy")
