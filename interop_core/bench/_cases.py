@@ -731,16 +731,46 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
+def _validation_note(obj: object) -> str:
+    """How the core's one validation mechanism decided on the reader of ``type(obj)``."""
+    from ..plugins import reader_for
+    from ..registry import _validation
+
+    entry = reader_for(type(obj))
+    path = getattr(entry, "type_path", None)
+    for result in reversed(_validation.results()):
+        if result.type_path == path:
+            if result.validated:
+                return f"validated on {result.canaries} canaries"
+            return f"fell back: {result.reason}"
+    return ""
+
+
+def _forced_fallback(obj: object) -> tuple[Callable[[], None], Callable[[], None]]:
+    """enter/leave callables that pin the validation of ``type(obj)``'s reader to failed."""
+    from ..plugins import reader_for
+    from ..registry import _validation
+
+    path = reader_for(type(obj)).type_path
+
+    def enter():
+        _validation._force(path, False, "benchmark: forced fallback")
+
+    def leave():
+        _validation._force(path, None)
+
+    return enter, leave
+
+
 def _numba_reader_cases(dev: str, d: object) -> list[Case]:
     from .. import StridedMemoryView, view
 
-    mod = _reader_module("_numba_reader")
-    if mod is None:
-        return []
-    view(d)
+    view(d)  # the type resolves and its reader is validated; the outcome is then known
     group = f"readers: view(numba {dev})"
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, d),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note(d)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(bound(view, d), *_forced_fallback(d))),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
     try:
