@@ -686,24 +686,16 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
                  bound(StridedMemoryView.from_any, obj), ours=True)]
 
 
-def _mode_note(mod) -> str:
-    try:
-        failure = mod.failure()
-        return f"reader mode: {mod.mode()}" + (f" ({failure})" if failure else "")
-    except Exception:
-        return ""
-
-
 def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     from .. import StridedMemoryView, to, view
 
-    mod = _reader_module("_cupy_reader")
-    if mod is None:
-        return []
-    view(a)  # the plugin validates its reader on first use; the mode is then known
+    view(a)  # the plugin's reader is validated on first use; the result is then known
     group = f"readers: view(cupy {dev})"
+    attributes_on, restore = _forced_fallback("cupy:ndarray")
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, a),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note("cupy:ndarray")),
+             Case("readers", group, "interop_core view() (plugin fallback: attributes reader)",
+                  ours=True, runner=_stateful(bound(view, a), attributes_on, restore)),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, a), ours=True),
              Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",

@@ -176,8 +176,10 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``callable(obj) -> int or None``: the producer's current CUDA stream.
     type_path : str, optional
         The type as declared (``"module:QualName"``).
-    fallback : str, callable, PyCapsule or ReaderEntry, optional
-        Reads what ``reader`` declines, and replaces it when its validation fails.
+    fallback : str, callable, PyCapsule, ReaderEntry, or a tuple of them, optional
+        Reads what ``reader`` declines, and replaces it when its validation fails.  A tuple
+        is a chain: its first reader is the fallback, and each next one reads what the one
+        before it declines.
     prepare : callable, optional
         ``prepare() -> None, str or dict``: the plugin's own check, run once before first use
         (a str is the reason it failed; a dict, details of a success).
@@ -242,6 +244,12 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.type_path = type_path
     e.prepare = prepare
     e.canaries = canaries
+    if isinstance(fallback, tuple):
+        if not fallback:
+            raise ValueError("fallback= is an empty tuple; give at least one reader")
+        # A chain: the first reads what `reader` declines, the rest what it declines in turn.
+        fallback = new_entry(fallback[0], plugin, subclasses, producer_stream, type_path,
+                             fallback=fallback[1:] or None)
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
             # The fallback reads the same type for the same plugin: it inherits its strategy.
