@@ -720,6 +720,96 @@ cdef class StridedMemoryView:
             order_view(self, consumer)
         return self
 
+    # --- copies ----------------------------------------------------------------------------
+
+    def copy_to(self, dst, stream=None):
+        """Copy this view's elements into ``dst``, on ``stream``.
+
+        Same shape (this view broadcasts to ``dst``'s, numpy's rules), same dtype, any strides
+        on either side, between host memory, device memory of one device and peer devices.
+        Enqueued after the producers of both views (the stream contract), without blocking
+        the host when a stream is given.  The "Copies" page of the documentation says when
+        the host waits (pageable host memory; ``stream=None``).
+
+        Parameters
+        ----------
+        dst : StridedMemoryView or object
+            The destination: a view, or anything :func:`interop_core.view` accepts.  Must be
+            writable, without overlapping elements.
+        stream : None, int or stream object, optional
+            The stream to copy on (an int ``CUstream`` or a stream object).  ``None`` (or
+            ``-1``): the legacy default stream of the copying device, and the call returns
+            once the copy is complete.  Ignored for host-to-host copies beyond waiting for it.
+
+        Returns
+        -------
+        StridedMemoryView
+            The destination's view; after a copy on a stream, its ``producer_stream`` is that
+            stream.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not broadcast, different dtypes, a destination with overlapping
+            elements, a CUDA device that does not exist, a stream of an unrelated device.
+        BufferError
+            A read-only destination; memory no engine here reaches (no CUDA driver, another
+            device type, peers without peer access for a strided layout).
+
+        Notes
+        -----
+        Overlapping source and destination are copied correctly (through a temporary).
+        Nothing is written when the call raises.
+        """
+        return _copies().copy(dst, self, stream)
+
+    def copy_from(self, src, stream=None):
+        """Copy ``src``'s elements into this view, on ``stream`` (see :meth:`copy_to`).
+
+        Parameters
+        ----------
+        src : StridedMemoryView or object
+            The source (a view, or anything :func:`interop_core.view` accepts); broadcast to
+            this view's shape.
+        stream : None, int or stream object, optional
+            As for :meth:`copy_to`.
+
+        Returns
+        -------
+        StridedMemoryView
+            ``self``.
+        """
+        return _copies().copy(self, src, stream)
+
+    @staticmethod
+    def empty_like(view, device=None, layout=None, stream=None):
+        """A view of new, uninitialised memory with ``view``'s shape and dtype.
+
+        Parameters
+        ----------
+        view : StridedMemoryView or object
+            What to imitate (anything :func:`interop_core.view` accepts).
+        device : str or tuple, optional
+            Where: ``"cpu"`` (malloc), ``"cuda_host"`` (pinned, ``cuMemHostAlloc``),
+            ``"cuda"`` / ``"cuda:N"`` (device memory), ``"cuda_managed"``, or a DLPack
+            ``(device_type, device_id)`` pair.  Default: ``view``'s device.
+        layout : {"K", "C", "F"} or StridedLayout, optional
+            Dense in ``view``'s stride order (``"K"``, the default), C or Fortran order, or an
+            explicit layout of the same shape and itemsize without overlapping elements.
+        stream : None, int or stream object, optional
+            For device memory: allocate stream-ordered on this stream (``cuMemAllocAsync``,
+            where the device supports memory pools); the memory is then released with
+            ``cuMemFreeAsync`` on the same stream when its owner dies, and the stream object
+            is kept alive until then.  ``None``: ``cuMemAlloc``, usable on any stream.
+
+        Returns
+        -------
+        StridedMemoryView
+            Writable; its ``owner`` is the :class:`~interop_core.cuda.Allocation` that frees
+            the memory exactly once, when the last view of it dies.
+        """
+        return _copies().empty_like(view, device, layout, stream)
+
     # --- exports ---------------------------------------------------------------------------
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -760,6 +850,19 @@ cdef class StridedMemoryView:
         release_buffer(buf)
 
     __dlpack_c_exchange_api__ = exchange_api_capsule()
+
+
+# interop_core.copies._copy, imported on the first copy (it imports this module).
+cdef object _copy_module = None
+
+
+cdef object _copies():
+    global _copy_module
+    if _copy_module is None:
+        from ..copies import _copy
+
+        _copy_module = _copy
+    return _copy_module
 
 
 cdef ViewRecord* _record_of(object obj) except NULL:
