@@ -3,7 +3,7 @@ from typing import Any
 from ..core._layout import StridedLayout
 from ..core._view import StridedMemoryView
 
-__all__ = ["copy", "empty_like", "export_copy"]
+__all__ = ["copy", "empty_like", "export_copy", "place"]
 
 def copy(dst: Any, src: Any, stream: Any = None) -> StridedMemoryView: ...
 def empty_like(
@@ -13,3 +13,4 @@ def empty_like(
     stream: Any = None,
 ) -> StridedMemoryView: ...
 def export_copy(view: StridedMemoryView, device: Any, stream: Any) -> StridedMemoryView: ...
+def place(view: StridedMemoryView, device: Any, copy: bool | None, stream: Any) -> StridedMemoryView: ...

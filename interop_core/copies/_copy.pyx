@@ -41,7 +41,7 @@ from ._coalesce cimport PLAN_MAX_NDIM, CopyPlan, coalesce, plan_dst_nested, plan
 
 from . import _ptx
 
-__all__ = ["copy", "empty_like", "export_copy"]
+__all__ = ["copy", "empty_like", "export_copy", "place"]
 
 cdef enum:
     KERNEL_MAX_OUTER = 15           # _ptx.MAX_OUTER_DIMS (checked at import)
@@ -674,3 +674,36 @@ def export_copy(StridedMemoryView view not None, device, stream):
     cdef StridedMemoryView new = empty_view(view, device, "K", stream)
     copy_views(new, view, stream)
     return new
+
+
+def place(StridedMemoryView view not None, device, copy, stream):
+    """``view``, or a copy of it, per the array API's ``from_dlpack(x, device=, copy=)``.
+
+    Parameters
+    ----------
+    view : StridedMemoryView
+    device : None, str, tuple or device object
+        Where the result must live; None: where ``view`` lives.  ``"cpu"`` is satisfied
+        without a copy by any host-accessible memory (pageable, pinned, managed).
+    copy : None, True or False
+        True: always copy.  False: never copy (``BufferError`` if ``device`` needs one).
+        None: copy only if ``device`` needs it.
+    stream : None, int or stream object
+        The stream a device copy runs on (see ``copy_to``).
+
+    Returns
+    -------
+    StridedMemoryView
+    """
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"copy must be None, True or False, got {copy!r}")
+    own = (view.rec.device_type, view.rec.device_id)
+    target = own if device is None else _target_device(device, view)
+    same = target == own or (target[0] == kDLCPU and view.rec.device_type in (
+        kDLCPU, kDLCUDAHost, kDLCUDAManaged))
+    if not copy and same:
+        return view
+    if copy is False:
+        raise BufferError(f"the source is on DLPack device {own}; device={device!r} needs a "
+                          "copy, and copy=False forbids one")
+    return export_copy(view, target, stream)

@@ -817,11 +817,44 @@ cdef class StridedMemoryView:
 
         A ``stream`` (the consumer's) is ordered after the view's producer first, as the
         DLPack protocol asks of producers.
+
+        ``copy=True``, or a ``dl_device`` other than the view's own, exports a copy in new
+        memory (dense, in the view's stride order) with the ``IS_COPIED`` flag: made on
+        ``stream`` for a device consumer; for ``dl_device=(kDLCPU, 0)`` ``stream`` must be
+        None and the copy is complete when the capsule is returned.  ``copy=False`` raises
+        ``BufferError`` where a copy would be needed; ``copy=None`` copies only then.
         """
         cdef intptr_t consumer = 0
+        cdef StridedMemoryView copied
+        if copy is not None and not isinstance(copy, bool):
+            raise TypeError(f"__dlpack__: copy must be None, True or False, got {copy!r}")
+        if dl_device is not None:
+            try:
+                dev_type, dev_id = dl_device
+                dl_device = (int(dev_type), int(dev_id))
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"__dlpack__: dl_device must be a (device_type, device_id) pair, got "
+                    f"{dl_device!r}") from None
+            if dl_device == (self.rec.device_type, self.rec.device_id):
+                dl_device = None
+        if copy or dl_device is not None:
+            if copy is False:
+                raise BufferError(
+                    f"__dlpack__: the view is on device ({self.rec.device_type}, "
+                    f"{self.rec.device_id}); exporting it to {dl_device} needs a copy, and "
+                    "copy=False forbids one")
+            if dl_device is not None and dl_device[0] == kDLCPU:
+                if dl_device[1] != 0:
+                    raise BufferError(f"__dlpack__: there is no CPU device {dl_device[1]}")
+                if stream is not None and stream != -1:
+                    raise BufferError("__dlpack__: stream must be None for dl_device=(kDLCPU, "
+                                      f"0) (the copy is complete on return), got {stream!r}")
+            copied = _copies().export_copy(self, dl_device, stream)
+            return export_dlpack(copied, &copied.rec, None, max_version, None, copy, True)
         if resolve_stream(stream, &consumer) and self.rec.device_type != kDLCPU:
             order_view(self, consumer)
-        return export_dlpack(self, &self.rec, stream, max_version, dl_device, copy)
+        return export_dlpack(self, &self.rec, stream, max_version, None, copy, False)
 
     def __dlpack_device__(self):
         """``(device_type, device_id)`` per the DLPack protocol."""
