@@ -58,7 +58,8 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert result.stdout.strip() == page.strip()
     sections = {r["section"] for r in data["results"]}
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
-    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch", "import"}
+    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch",
+                        "copies", "import"}
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
 
 
@@ -93,6 +94,54 @@ def test_quick_run_covers_viewable_ndim_and_threads(quick_run):
     assert {"ndim= 1 torch cpu", "ndim=64 torch cpu"} <= groups
     threads = [r for r in data["results"] if r["section"] == "threads" and r["ns"]]
     assert {r["extra"]["threads"] for r in threads} == {1, 2, 4, 8}
+
+
+def test_quick_run_times_host_copies_beside_numpys(quick_run):
+    _, data, _ = quick_run
+    copies = [r for r in data["results"] if r["section"] == "copies"]
+    groups = {r["group"] for r in copies}
+    assert {"copy host contiguous 16 MiB", "copy host transpose 1024x1024 float32"} <= groups
+    for group in groups:
+        names = {r["name"]: r["ns"] for r in copies if r["group"] == group}
+        assert names["interop_core copy_from"] > 0 and names["numpy copyto"] > 0, group
+
+
+def test_device_copy_groups_time_every_path_once_in_device_time():
+    from interop_core.bench._cases import _DeviceTimedGroup
+
+    class FakeEvent:
+        clock = [0.0]
+
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self, stream):
+            self.at = FakeEvent.clock[0]
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return other.at - self.at
+
+    class FakeTorch:
+        class cuda:
+            Event = FakeEvent
+
+    class FakeStream:
+        def synchronize(self):
+            pass
+
+    def path(ms):
+        def enqueue():
+            FakeEvent.clock[0] += ms    # what the device would spend on one copy
+        return enqueue
+
+    group = _DeviceTimedGroup(FakeTorch, FakeStream(), {"ours": path(0.5), "peer": path(2.0)})
+    ours, note, extra = group.runner("ours")(QUICK)
+    peer, _, peer_extra = group.runner("peer")(QUICK)
+    assert ours == pytest.approx(0.5e6) and peer == pytest.approx(2.0e6)
+    assert "device time" in note and len(extra["rounds"]) == len(peer_extra["rounds"])
 
 
 def test_quick_run_records_environment_and_import_without_frameworks(quick_run):
@@ -227,8 +276,8 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 
 def test_sections_are_the_documented_ones():
-    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
-                              "import"]
+    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads",
+                              "dispatch", "copies", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():

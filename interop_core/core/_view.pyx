@@ -805,7 +805,7 @@ cdef class StridedMemoryView:
         Returns
         -------
         StridedMemoryView
-            Writable; its ``owner`` is the :class:`~interop_core.cuda.Allocation` that frees
+            Writable; its ``owner`` is the :class:`interop_core.cuda.Allocation` that frees
             the memory exactly once, when the last view of it dies.
         """
         return _copies().empty_like(view, device, layout, stream)
