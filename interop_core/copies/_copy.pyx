@@ -47,7 +47,8 @@ cdef enum:
     KERNEL_MAX_OUTER = 15           # _ptx.MAX_OUTER_DIMS (checked at import)
     KERNEL_BLOCK = 256              # _ptx.BLOCK
     KERNEL_UNROLL = 4               # _ptx.UNROLL
-    ROWS_KERNEL_MIN_ROW = 128       # shorter rows: the flat kernel
+    ROWS_KERNEL_MIN_ROW = 32        # shorter rows: the flat kernel
+    WARP = 32
     DEVICE_MEMCPY_MIN_ROW = 4096    # device-to-device rows at least this long: cuMemcpy2D/3D
     GIL_FREE_BYTES = 1 << 16        # host copies this large run without the GIL
     MAX_PITCH = 0x7FFFFFFF          # the driver's 2-D / 3-D copies take pitches below 2**31
@@ -271,9 +272,14 @@ cdef int _launch(const CopyPlan* p, uintptr_t dst, uintptr_t src, intptr_t strea
     grid[2] = 1
     if args.inner_n >= ROWS_KERNEL_MIN_ROW or args.rows == 1:
         kernel = _kernel(device_id, "rows", p.width)
-        blocks = (args.inner_n + KERNEL_BLOCK * KERNEL_UNROLL - 1) // (KERNEL_BLOCK * KERNEL_UNROLL)
+        # Threads along a row: enough for the row (a warp at least), the rest of the block
+        # takes further rows, so short rows do not leave threads idle.
+        while block[0] > WARP and block[0] * KERNEL_UNROLL // 2 >= args.inner_n:
+            block[0] >>= 1
+        block[1] = KERNEL_BLOCK // block[0]
+        blocks = (args.inner_n + block[0] * KERNEL_UNROLL - 1) // (block[0] * KERNEL_UNROLL)
         grid[0] = <unsigned int> min(blocks, <uint64_t> 65535)
-        grid[1] = <unsigned int> min(args.rows, <uint64_t> 65535)
+        grid[1] = <unsigned int> min((args.rows + block[1] - 1) // block[1], <uint64_t> 65535)
     else:
         kernel = _kernel(device_id, "flat", p.width)
         total = args.rows * args.inner_n
@@ -532,7 +538,10 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
                          "device memory is elsewhere; pass a stream of the source's or the "
                          "destination's device")
     _order_side(src, handle, device_id)
-    _order_side(dst, handle, device_id)
+    if not (src.rec.has_producer_stream and dst.rec.has_producer_stream
+            and src.rec.producer_stream == dst.rec.producer_stream
+            and src.rec.device_id == dst.rec.device_id and src.rec.device_type != kDLCPU):
+        _order_side(dst, handle, device_id)     # (one producer stream is ordered once)
     _enqueue(&plan, dst_addr, _reach(dst, device_id), dst.rec.device_id,
              src_addr, _reach(src, device_id), src.rec.device_id, handle, device_id)
     if not sync:

@@ -22,9 +22,10 @@ offset  field
 
 Two kernels per element width (1, 2, 4, 8, 16 bytes):
 
-- ``ic_copy_rows_w<W>``: a 2-D grid; ``blockIdx.y`` walks rows (grid-stride), the x dimension
-  walks a row, each thread moving ``UNROLL`` elements a block's width apart, so a warp's loads
-  and stores are consecutive along the row and every thread has several loads in flight.  The
+- ``ic_copy_rows_w<W>``: a 2-D grid of 2-D blocks; the y dimensions walk rows (grid-stride,
+  ``blockDim.y`` rows per block, so short rows still fill a block), the x dimensions walk a
+  row, each thread moving ``UNROLL`` elements ``blockDim.x`` apart, so a warp's loads and
+  stores are consecutive along the row and every thread has several loads in flight.  The
   row's start is computed once per row, not per element.
 - ``ic_copy_flat_w<W>``: one flat grid-stride loop over all elements, splitting each index;
   for rows too short to fill a block.
@@ -121,7 +122,7 @@ _PROLOGUE = """\
 def _rows_kernel(width: int) -> str:
     name = kernel_name("rows", width)
     body = [f".visible .entry {name}(\n    .param .align 8 .b8 args[{ARGS_BYTES}]\n)\n{{\n",
-            f"    .reg .pred %p<{UNROLL + 8}>;\n    .reg .b32 %r<8>;\n    .reg .b64 %rd<90>;\n",
+            f"    .reg .pred %p<{UNROLL + 8}>;\n    .reg .b32 %r<10>;\n    .reg .b64 %rd<90>;\n",
             _value_regs(width), _PROLOGUE,
             # first = blockIdx.x * blockDim.x * UNROLL + threadIdx.x; step = gridDim.x *
             # blockDim.x * UNROLL; the UNROLL elements of a thread are blockDim.x apart.
@@ -138,8 +139,12 @@ def _rows_kernel(width: int) -> str:
             "    mul.lo.s64 %rd31, %rd12, %rd5;\n"      # src bytes between them
             "    mul.lo.s64 %rd32, %rd11, %rd4;\n"      # dst bytes per loop step
             "    mul.lo.s64 %rd33, %rd11, %rd5;\n"      # src bytes per loop step
-            "    mov.u32 %r5, %ctaid.y;\n    cvt.u64.u32 %rd13, %r5;\n"
-            "    mov.u32 %r6, %nctaid.y;\n    cvt.u64.u32 %rd14, %r6;\n"
+            # row = blockIdx.y * blockDim.y + threadIdx.y; step gridDim.y * blockDim.y
+            "    mov.u32 %r5, %ctaid.y;\n    mov.u32 %r6, %nctaid.y;\n"
+            "    mov.u32 %r7, %ntid.y;\n    mov.u32 %r8, %tid.y;\n"
+            "    cvt.u64.u32 %rd13, %r8;\n"
+            "    mad.wide.u32 %rd13, %r5, %r7, %rd13;\n"
+            "    mul.wide.u32 %rd14, %r6, %r7;\n"
             "ROW:\n"
             "    setp.ge.u64 %p0, %rd13, %rd6;\n"
             "    @%p0 bra END;\n"

@@ -169,16 +169,25 @@ cdef int _require_memory_api() except -1:
     return 0
 
 
+cdef int _device_count = -1      # asked once: a process's devices do not change
+
+
 cdef int cuda_device_count() noexcept:
+    global _device_count
     cdef int count = 0
+    if _device_count >= 0:
+        return _device_count
     if not driver_available():
+        _device_count = 0
         return 0
     try:
         _require_memory_api()
     except Exception:
+        _device_count = 0
         return 0
     if _cuDeviceGetCount(&count) != CUDA_SUCCESS:
-        return 0
+        count = 0
+    _device_count = count
     return count
 
 
