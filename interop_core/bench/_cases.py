@@ -733,16 +733,30 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
+def _validation_note(type_path: str) -> str:
+    """How the core's one validation mechanism decided on the reader of ``type_path``."""
+    from ..registry import _validation
+
+    for result in reversed(_validation.results()):
+        if result.type_path == type_path:
+            if result.validated:
+                return f"validated on {result.canaries} canaries"
+            return f"fell back: {result.reason}"
+    return ""
+
+
 def _numba_reader_cases(dev: str, d: object) -> list[Case]:
     from .. import StridedMemoryView, view
+    from ..plugins import reader_for
 
-    mod = _reader_module("_numba_reader")
-    if mod is None:
-        return []
-    view(d)
+    view(d)  # the type resolves and its reader is validated; the outcome is then known
+    # The path as the plugin declared it (numba's or numba-cuda's module path).
+    type_path = reader_for(type(d)).type_path
     group = f"readers: view(numba {dev})"
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, d),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note(type_path)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(bound(view, d), *_forced_fallback(type_path))),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
     try:
