@@ -31,7 +31,7 @@ from ._view cimport (
     view_by_protocol,
     view_new,
 )
-from ._view import _set_producer_stream_lookup
+from ._view import _set_producer_stream_lookup, _set_readonly_type_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "time_dispatch"]
@@ -136,7 +136,8 @@ cdef class ReaderEntry:
                 f"plugin={self.plugin!r}, subclasses={self.subclasses})")
 
 
-def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None):
+def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
+              readonly=False):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
@@ -153,6 +154,8 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``callable(obj) -> int or None``: the producer's current CUDA stream.
     type_path : str, optional
         The type as declared (``"module:QualName"``).
+    readonly : bool
+        The type's objects are immutable: every view of one is read-only.
 
     Returns
     -------
@@ -200,6 +203,7 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.subclasses = bool(subclasses)
     e.producer_stream = producer_stream
     e.type_path = type_path
+    e.readonly = bool(readonly)
     return e
 
 
@@ -312,6 +316,7 @@ def set_entries(dict entries):
             raise TypeError(f"table values must be ReaderEntry, got {type(entry).__name__}")
     _REGISTERED.clear()
     _REGISTERED.update(entries)
+    _READONLY_TYPES.clear()
     _reset_entries()
     _rebuild()
 
@@ -360,6 +365,8 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         v = <StridedMemoryView> result
     else:
         v = _read_capsule(entry, obj, stream)
+    if entry.readonly:
+        v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
     if stream is not None and not (v.rec.has_producer_stream
                                    and same_stream(v.rec.producer_stream, consumer)):
@@ -390,6 +397,31 @@ def _producer_stream_of(owner):
 
 
 _set_producer_stream_lookup(_producer_stream_of)
+
+
+# type -> whether its plugin declared its objects immutable, for the generic entry points
+# (StridedMemoryView.from_any, from_dlpack, ...), which do not go through the table.  Cleared
+# whenever plugins change (set_entries).
+cdef dict _READONLY_TYPES = {}
+
+
+def _declared_readonly(t):
+    cached = _READONLY_TYPES.get(t)
+    if cached is not None:
+        return cached
+    cdef PyObject* found = _lookup(<PyObject*> t)
+    if found == NULL:
+        # Not viewed through the table yet: resolve plugin declarations for t as view() would.
+        if _miss_handler is None:
+            from interop_core import plugins  # noqa: F401  (installs the handler on import)
+        if _miss_handler is not None and _miss_handler(t):
+            found = _lookup(<PyObject*> t)
+    result = found != NULL and (<ReaderEntry> found).readonly
+    _READONLY_TYPES[t] = result
+    return result
+
+
+_set_readonly_type_lookup(_declared_readonly)
 
 
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):

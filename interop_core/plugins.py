@@ -173,7 +173,8 @@ class PluginRegistrar:
         _plugins[_registering].declarations.append(declaration)
 
     def add_type(self, type_: type | str, reader: str | Callable | Any, *, subclasses: bool = False,
-                 producer_stream: Callable[[Any], int | None] | None = None) -> None:
+                 producer_stream: Callable[[Any], int | None] | None = None,
+                 readonly: bool = False) -> None:
         """Read objects of exactly ``type_`` with ``reader``.
 
         Parameters
@@ -190,10 +191,17 @@ class PluginRegistrar:
             change what the memory means (torch's FakeTensor, say).
         producer_stream : callable, optional
             ``callable(obj) -> int or None``: the producer's current CUDA stream, for ordering.
+            It may also order the producer's pending work onto a stream of its own and return
+            that (jax), or finish asynchronous host work and return ``None``.
+        readonly : bool
+            The type's objects are immutable (jax arrays): every view of one reports read-only,
+            whichever path made it (``view()``, ``StridedMemoryView.from_any``,
+            ``from_dlpack``, ...), even where the protocol itself cannot say so.
         """
         _validate_target(type_, "type_")
         entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
-                                    producer_stream=producer_stream, type_path=_type_path(type_))
+                                    producer_stream=producer_stream, type_path=_type_path(type_),
+                                    readonly=readonly)
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,

@@ -6,9 +6,11 @@ import importlib
 import importlib.metadata
 import os
 import platform
+import re
 import statistics
 from collections.abc import Iterable
 
+from .._matrix import TARGET_IMPORTS
 from ._harness import Measurement
 
 __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdown",
@@ -49,6 +51,12 @@ BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ..
     ("`import interop_core`", 30e6, ("import interop_core",),
      "interop_core (fresh interpreter)", ()),
 )
+
+# The DESIGN.md line "every to() pair <= 1.0x the target framework's own import": one budget row
+# per pair measured, whose budget is the fastest of the target's own imports of the same source
+# in the same run (compared round by round, as every relative budget).  The names are those of
+# _matrix.TARGET_IMPORTS, which the bench's to() section times.
+_TO_GROUP = re.compile(r"^to\((?P<source>.+), '(?P<target>[\w.]+)'\)$")
 
 SECTION_TITLES = {
     "view": "view() without stream synchronisation",
@@ -161,6 +169,35 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
                 p = by_key.get((group, peer))
                 if p is not None:
                     row["peers"].append({"name": peer, "ns": p.ns, "note": p.note})
+        rows.append(row)
+    return rows + _handoff_rows(results)
+
+
+def _handoff_rows(results: list[Measurement]) -> list[dict]:
+    """One row per to() pair: ours against the fastest of the target's own imports."""
+    by_group: dict[str, list[Measurement]] = {}
+    for r in results:
+        if r.section == "to":
+            by_group.setdefault(r.group, []).append(r)
+    rows = []
+    for group, measured in by_group.items():
+        match = _TO_GROUP.match(group)
+        if match is None:
+            continue
+        names = TARGET_IMPORTS.get(match["target"], ())
+        ours = next((r for r in measured if r.name == "interop_core to()"), None)
+        imports = [r for r in measured if r.name in names]
+        timed = [r for r in imports if r.ns is not None]
+        best = min(timed, key=lambda r: r.ns) if timed else None
+        row = {"line": f"{group} ≤ the target's own import", "budget_ns": None,
+               "budget_path": best.name if best else " / ".join(names) or "the target's import",
+               "group": group, "ours_ns": None, "ours_note": "",
+               "peers": [{"name": r.name, "ns": r.ns, "note": r.note} for r in imports]}
+        if ours is not None:
+            row["ours_ns"], row["ours_note"] = ours.ns, ours.note
+        if best is not None:
+            row["budget_ns"] = best.ns
+            row["paired_ratio"] = _paired_ratio(ours, best)
         rows.append(row)
     return rows
 
