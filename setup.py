@@ -1,4 +1,8 @@
-"""Build the compiled hot path of interop-core (Cython extension modules)."""
+"""Build the compiled hot path of interop-core (Cython extension modules).
+
+Every ``_*.pyx`` under ``interop_core/`` (the core's layers) and ``plugins/`` (first-party
+plugins' compiled readers) is one extension module named after its path.
+"""
 
 from pathlib import Path
 
@@ -6,21 +10,30 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
-MODULES = sorted(p.stem for p in (HERE / "interop_core").glob("_*.pyx"))
+
+
+def _modules():
+    for top, prefix in (("interop_core", "interop_core"), ("plugins", "")):
+        for pyx in sorted((HERE / top).rglob("_*.pyx")):
+            rel = pyx.relative_to(HERE / top).with_suffix("")
+            name = ".".join(filter(None, (prefix, *rel.parts)))
+            yield name, str(pyx.relative_to(HERE))
+
 
 extensions = [
     Extension(
-        f"interop_core.{name}",
-        [f"interop_core/{name}.pyx"],
+        name,
+        [source],
         include_dirs=["interop_core/include"],
         extra_compile_args=["-O3", "-fno-strict-aliasing"],
     )
-    for name in MODULES
+    for name, source in _modules()
 ]
 
 setup(
     ext_modules=cythonize(
         extensions,
+        include_path=[".", "plugins"],
         compiler_directives={
             "language_level": 3,
             "embedsignature": True,

@@ -4,18 +4,20 @@ Importing this package imports no framework (torch, cupy, jax, numba), not numpy
 plugins are discovered the first time :func:`view` meets a type it does not know.
 """
 
-from ._handoff import to
-from ._layout import StridedLayout
-from ._registry import view
-from ._streams import resolve_consumer_stream
-from ._view import Buffer, StridedMemoryView
-from ._viewable import viewable
+from .core._layout import StridedLayout
+from .core._view import Buffer, StridedMemoryView
+from .cuda._streams import resolve_consumer_stream
+from .handoff._handoff import to
+from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
+from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
+from .registry._registry import view
 
 __all__ = [
     "Buffer",
     "StridedLayout",
     "StridedMemoryView",
+    "get_include",
     "hookimpl",
     "plugin_status",
     "register_plugin",
@@ -26,6 +28,20 @@ __all__ = [
     "viewable",
 ]
 __version__ = "0.1.0"
+
+
+def get_include():
+    """The folder holding ``interop_core.h``, the C ABI for compiled readers.
+
+    Returns
+    -------
+    str
+        Pass it as ``include_dirs`` when building a plugin's extension; a Cython plugin
+        cimports the same declarations from ``interop_core.abi``.
+    """
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "include")
 
 
 def __getattr__(name):

@@ -78,7 +78,7 @@ def _demo() -> int:
             continue
         demo()
         print()
-    from ._matrix import format_matrix, handoff_matrix
+    from .handoff._matrix import format_matrix, handoff_matrix
 
     print("Handoff matrix: to(source, target) for every installed pair; each cell verified")
     print("zero-copy (same pointer) and by values, then timed (us per call) and divided by the")
@@ -213,7 +213,7 @@ def _frameworks(do_import: bool) -> list[dict]:
 
 
 def _cuda_info() -> dict:
-    from . import _cuda
+    from .cuda import _cuda
 
     version = _cuda.driver_version()
     count = _cuda.device_count()

@@ -1,6 +1,6 @@
 # The compiled reader for exact cupy.ndarray objects (registered as core reader "cupy").
 
-from ._record cimport ViewRecord
+from .core._record cimport ViewRecord
 
 # Fill `rec` from a cupy.ndarray, return the keep-alive (the array itself, or what the chosen
 # protocol returned).  The first call validates the attribute path against cupy's own

@@ -12,13 +12,13 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from ._cuda cimport pointer_device
-from ._dlpack cimport has_exchange_api, read_dlpack_exchange_api
-from ._dlpack_abi cimport DLDataType, kDLCUDA, kDLCUDAManaged
-from ._dtypes cimport record_set_dtype_of
-from ._interfaces cimport read_cuda_array_interface
-from ._record cimport ViewRecord, extents_free, extents_resize, record_difference, record_init
-from ._registry cimport add_core_reader
+from .cuda._cuda cimport pointer_device
+from .protocols._dlpack cimport has_exchange_api, read_dlpack_exchange_api
+from .core._dlpack_abi cimport DLDataType, kDLCUDA, kDLCUDAManaged
+from .core._dtypes cimport record_set_dtype_of
+from .protocols._interfaces cimport read_cuda_array_interface
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_difference, record_init
+from .registry._registry cimport add_core_reader
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "stream_reader",
            "locate_fields", "MODES"]

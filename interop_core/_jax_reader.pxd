@@ -2,7 +2,7 @@
 # arrays through jax's own cheap accessors, validated once per process against jax's DLPack
 # export; to(x, "jax") through one jaxlib import call, checked once per platform.
 
-from ._record cimport ViewRecord
+from .core._record cimport ViewRecord
 
 # The core reader registered as "jax".  Never waits on the host for device work: no stream ->
 # no wait at all (the address is defined, the contents may be pending); a consumer stream ->

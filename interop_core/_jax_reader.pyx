@@ -36,11 +36,16 @@
 from cpython.object cimport PyObject_RichCompareBool, Py_EQ
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
-from ._dlpack cimport legacy_capsule_for_immutable_consumer, read_dlpack, read_dlpack_capsule
-from ._dtypes cimport record_set_dtype_of
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
-from ._registry cimport add_core_reader
-from ._view cimport StridedMemoryView, order_view
+from .core._dlpack_abi cimport DLDataType
+from .core._dtypes cimport dtype_of_cached, record_set_dtype
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_init
+from .core._view cimport StridedMemoryView, order_view
+from .protocols._dlpack cimport (
+    legacy_capsule_for_immutable_consumer,
+    read_dlpack,
+    read_dlpack_capsule,
+)
+from .registry._registry cimport add_core_reader
 
 __all__ = ["validation_status", "set_validation_result", "revalidate", "to_jax",
            "export_status", "set_export_result", "producer_stream"]
@@ -182,13 +187,15 @@ cdef bint _is_row_major(object obj, int ndim) except -1:
 
 cdef int _read_fast(object obj, ViewRecord* rec) except -1:
     """Metadata and address through the array's accessors; waits for nothing."""
+    cdef DLDataType dt
     cdef int64_t step = 1
     cdef int i, ndim
     cdef int32_t device_type, device_id
     _locate(obj, &device_type, &device_id)
     aval = obj.aval
     shape = <tuple> aval.shape
-    record_set_dtype_of(rec, aval.dtype)
+    dtype_of_cached(aval.dtype, &dt)
+    record_set_dtype(rec, dt, True)       # jax stores sub-byte types one element per byte
     ndim = len(shape)
     extents_resize(&rec.ext, ndim)
     for i in range(ndim - 1, -1, -1):

@@ -1,7 +1,7 @@
 # The compiled readers for numba's CUDA device arrays (core reader "numba") and for the CUDA
 # simulator's arrays (core reader "numba_simulator", host memory).
 
-from ._record cimport ViewRecord
+from .core._record cimport ViewRecord
 
 # Fill `rec` from a DeviceNDArray / MappedNDArray / ManagedNDArray; return the keep-alive (the
 # array).  The first call validates the attribute path against __cuda_array_interface__.

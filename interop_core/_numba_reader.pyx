@@ -9,12 +9,12 @@ import sys
 
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
-from ._cuda cimport pointer_device
-from ._dlpack_abi cimport DLDataType, kDLCUDA
-from ._dtypes cimport record_set_dtype_of
-from ._interfaces cimport read_array_interface, read_cuda_array_interface
-from ._record cimport ViewRecord, extents_free, extents_resize, record_difference, record_init
-from ._registry cimport add_core_reader
+from .cuda._cuda cimport pointer_device
+from .core._dlpack_abi cimport DLDataType, kDLCUDA
+from .core._dtypes cimport record_set_dtype_of
+from .protocols._interfaces cimport read_array_interface, read_cuda_array_interface
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_difference, record_init
+from .registry._registry cimport add_core_reader
 
 __all__ = ["mode", "failure", "validate", "set_mode", "producer_stream", "MODES"]
 

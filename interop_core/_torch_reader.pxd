@@ -2,7 +2,7 @@
 # resolved at run time from torch's already-loaded libraries, validated once per process against
 # torch's Python API, with the DLPack C exchange API (then __dlpack__) as its fallback.
 
-from ._record cimport ViewRecord
+from .core._record cimport ViewRecord
 
 # A core reader (see _registry.pxd: core_reader_t), registered as "torch" at import.
 cdef object read_torch(object obj, object stream, ViewRecord* rec)

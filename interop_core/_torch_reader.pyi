@@ -1,7 +1,7 @@
 # Type stub for interop_core._torch_reader (compiled).
 from typing import Any
 
-from ._view import StridedMemoryView
+from .core._view import StridedMemoryView
 
 __all__ = ["validation_status", "set_validation_result", "to_torch", "aoti_producer_stream"]
 

@@ -25,13 +25,13 @@
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint32_t, uint64_t, uintptr_t
 
-from ._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
-from ._dlpack cimport py_object_via_exchange_api
-from ._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA
-from ._dtypes cimport record_set_dtype
-from ._record cimport ViewRecord, extents_free, extents_resize, record_init
-from ._registry cimport add_core_reader
-from ._view cimport StridedMemoryView
+from .protocols._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
+from .protocols._dlpack cimport py_object_via_exchange_api
+from .core._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA
+from .core._dtypes cimport record_set_dtype
+from .core._record cimport ViewRecord, extents_free, extents_resize, record_init
+from .registry._registry cimport add_core_reader
+from .core._view cimport StridedMemoryView
 
 __all__ = ["validation_status", "set_validation_result", "to_torch", "aoti_producer_stream"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cuda_probe import cuda_device_count
 
-from interop_core import _cuda
+from interop_core.cuda import _cuda
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ("torch", "cupy", "jax", "jaxlib", "numba", "numpy", "ml_dtypes", "cuda.core",

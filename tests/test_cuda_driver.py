@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from cuda_probe import cuda_device_count
 
-from interop_core import Buffer, _cuda
+from interop_core import Buffer
+from interop_core.cuda import _cuda
 
 
 @pytest.mark.skipif(cuda_device_count() > 0, reason="checks the driver-less behaviour")

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from interop_core._dtypes import triple_from_buffer_format, triple_from_typestr
+from interop_core.core._dtypes import triple_from_buffer_format, triple_from_typestr
 from interop_core.dtypes import (
     DLDataTypeCode,
     DLDeviceType,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
 from interop_core import StridedLayout
-from interop_core._layout import AxisError
+from interop_core.core._layout import AxisError
 
 ITEM = 8  # the int64 arange behind every reference array
 

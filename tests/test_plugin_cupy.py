@@ -54,7 +54,7 @@ def test_plugin_declares_exact_type_stream_types_and_exporter():
     info = {i.name: i for i in interop_core.plugin_status()}["cupy"]
     assert "cupy:ndarray" in info.claims
     assert info.exporters == ("cupy",)
-    assert "cupy" in interop_core._registry.core_reader_names()
+    assert "cupy" in interop_core.registry._registry.core_reader_names()
 
 
 def test_set_mode_rejects_unknown_modes():
@@ -172,7 +172,7 @@ def test_subclasses_of_cupy_ndarray_do_not_take_the_fast_path():
 
 
 def test_validation_without_a_device_falls_back_to_the_interface():
-    if interop_core._cuda.device_count():
+    if interop_core.cuda._cuda.device_count():
         pytest.skip("a device exists: validation succeeds here")
     previous = _cupy_reader.mode()
     try:
@@ -191,7 +191,7 @@ def test_cupy_stream_objects_resolve_to_their_handle():
     interop_core.plugins.discover()
     s = cupy.cuda.ExternalStream(1234)
     interop_core.plugins.reader_for(cupy.ndarray)  # resolves cupy's declarations
-    assert interop_core._streams.resolve_consumer_stream(s) == 1234
+    assert interop_core.cuda._streams.resolve_consumer_stream(s) == 1234
 
 
 def test_exporting_host_memory_to_cupy_is_a_clear_buffer_error():

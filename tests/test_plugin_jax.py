@@ -173,7 +173,7 @@ def test_every_path_that_views_a_jax_array_reports_read_only(path):
     elif path == "from_dlpack":
         v = interop_core.StridedMemoryView.from_dlpack(x)
     else:
-        from interop_core import _registry
+        from interop_core.registry import _registry
 
         v = _registry.read_with(_registry.new_entry("dlpack", readonly=True), x)
     assert v.ptr == x.unsafe_buffer_pointer()

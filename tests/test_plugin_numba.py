@@ -287,7 +287,7 @@ def test_gpu_producer_stream_is_the_bound_stream():
     a = cuda.device_array(16, dtype=np.float32, stream=s)
     assert interop_core.view(a).producer_stream == int(s)
     assert interop_core.view(cuda.device_array(4)).producer_stream is None
-    assert interop_core._streams.resolve_consumer_stream(s) == int(s)
+    assert interop_core.cuda._streams.resolve_consumer_stream(s) == int(s)
 
 
 @pytest.mark.gpu

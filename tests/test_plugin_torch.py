@@ -243,7 +243,7 @@ def test_subclass_never_takes_the_exact_type_path():
     s = torch.arange(6.0).as_subclass(MyTensor)
     v = interop_core.view(s)
     assert v.ptr == s.data_ptr()
-    entry = interop_core._registry.entry_for(MyTensor)
+    entry = interop_core.registry._registry.entry_for(MyTensor)
     assert entry.plugin is None and entry.reader != "torch"
     assert reader_for(MyTensor).plugin is None
 

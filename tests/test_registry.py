@@ -473,7 +473,7 @@ def test_to_warns_when_read_only_memory_goes_where_read_only_cannot_be_expressed
 
 
 def test_a_declaration_that_never_resolves_does_not_flush_cached_decisions(registered):
-    from interop_core import _registry
+    from interop_core.registry import _registry
 
     registered(lambda r: r.add_type("ic_fake_pkg.old_name:Gone", read_tensorish), "stale-names")
     module = types.ModuleType("ic_fake_pkg")

@@ -16,7 +16,8 @@ import pytest
 from cuda_probe import cuda_device_count
 
 import interop_core
-from interop_core import StridedMemoryView, _cuda, resolve_consumer_stream, view
+from interop_core import StridedMemoryView, resolve_consumer_stream, view
+from interop_core.cuda import _cuda
 
 
 class CudaStream:

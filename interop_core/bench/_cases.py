@@ -101,7 +101,7 @@ def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
 # -- samples ----------------------------------------------------------------------------------
 
 def _cuda_present() -> bool:
-    from .. import _cuda
+    from ..cuda import _cuda
 
     try:
         return _cuda.device_count() > 0
@@ -347,7 +347,7 @@ def _targets() -> list[str]:
 
 def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[], object]]]:
     """The target framework's own imports of ``src`` (the budget of each to() pair)."""
-    from .._matrix import target_imports
+    from ..handoff._matrix import target_imports
 
     return [(name, bound(fn, src)) for name, fn in target_imports(target)]
 
@@ -527,7 +527,7 @@ def _read_pytensor(obj, stream):
 def _dispatch_runner(obj: object, blocks: int):
     def run(settings: Settings) -> tuple[float, str, dict]:
         from .. import view
-        from .._registry import time_dispatch
+        from ..registry._registry import time_dispatch
 
         view(obj)  # the first call decides and caches the reader for this type
         direct, looked_up = time_dispatch(obj, blocks)
@@ -598,7 +598,7 @@ def _reader_module(name: str):
 
 
 def _torch_reader_cases(dev: str, t: object) -> list[Case]:
-    from .. import _registry, to, view
+    from ..registry import _registry, to, view
 
     mod = _reader_module("_torch_reader")
     if mod is None:

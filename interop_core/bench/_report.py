@@ -10,7 +10,7 @@ import re
 import statistics
 from collections.abc import Iterable
 
-from .._matrix import TARGET_IMPORTS
+from ..handoff._matrix import TARGET_IMPORTS
 from ._harness import Measurement
 
 __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdown",
@@ -98,7 +98,7 @@ def environment() -> dict:
                 continue
     gpu = None
     try:
-        from .. import _cuda
+        from ..cuda import _cuda
 
         if _cuda.device_count() > 0:
             version = _cuda.driver_version()

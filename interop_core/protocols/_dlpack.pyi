@@ -1,4 +1,4 @@
-# Type stub for interop_core._dlpack (compiled).  The readers and exporters are C-level only
+# Type stub for interop_core.protocols._dlpack (compiled).  The readers and exporters are C-level only
 # (see _dlpack.pxd); StridedMemoryView exposes them as from_dlpack / __dlpack__ /
 # __dlpack_device__ / __dlpack_c_exchange_api__.
 

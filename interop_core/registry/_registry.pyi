@@ -1,8 +1,8 @@
-# Type stub for interop_core._registry (compiled).
+# Type stub for interop_core.registry._registry (compiled).
 from collections.abc import Callable
 from typing import Any
 
-from ._view import StridedMemoryView
+from ..core._view import StridedMemoryView
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "time_dispatch"]

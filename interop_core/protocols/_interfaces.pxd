@@ -3,7 +3,7 @@
 
 from cpython.buffer cimport Py_buffer
 
-from ._record cimport ViewRecord
+from ..core._record cimport ViewRecord
 
 # --- in: fill `rec`, return the keep-alive object (the producer, or a buffer holder) ---------
 cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec)

@@ -1,4 +1,4 @@
-# Type stub for interop_core._view (compiled).
+# Type stub for interop_core.core._view (compiled).
 from typing import Any, ClassVar
 
 from ._layout import StridedLayout

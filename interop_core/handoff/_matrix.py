@@ -15,9 +15,9 @@ import importlib.util
 import timeit
 import warnings
 
-from . import plugins
+from .. import plugins
+from ..registry._registry import view
 from ._handoff import to
-from ._registry import view
 
 __all__ = ["handoff_matrix", "format_matrix", "TARGET_IMPORTS", "target_imports"]
 

@@ -1,7 +1,7 @@
 # DLPack: the Python protocol (__dlpack__ / capsules) and the C exchange API, in both directions.
 
-from ._dlpack_abi cimport DLManagedTensorVersioned
-from ._record cimport ViewRecord
+from ..core._dlpack_abi cimport DLManagedTensorVersioned
+from ..core._record cimport ViewRecord
 
 # --- in ---------------------------------------------------------------------------------------
 # Each reader fills `rec` and returns the keep-alive object that owns the DLPack tensor (its

@@ -3,7 +3,7 @@
 from libc.stdint cimport int32_t, intptr_t, uintptr_t
 from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
 
-from ._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+from ..core._dlpack_abi cimport kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
 __all__ = ["device_count", "device_name", "driver_version", "events_created", "orderings_enqueued",
            "pointer_attributes"]

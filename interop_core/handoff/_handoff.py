@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from . import plugins
-from ._registry import view
+from .. import plugins
+from ..registry._registry import view
 
 __all__ = ["to"]
 

@@ -8,8 +8,8 @@ from cpython.buffer cimport Py_buffer
 from cpython.pycapsule cimport PyCapsule_CheckExact
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
-from ._cuda cimport order_streams, pointer_device
-from ._dlpack cimport (
+from ..cuda._cuda cimport order_streams, pointer_device
+from ..protocols._dlpack cimport (
     exchange_api_capsule,
     export_dlpack,
     export_dlpack_device,
@@ -32,11 +32,11 @@ from ._dlpack_abi cimport (
 from ._dtypes cimport (
     dtype_from_object,
     dtype_itemsize,
-    dtype_name,
+    describe_dtype,
     dtype_to_numpy,
     record_set_dtype,
 )
-from ._interfaces cimport (
+from ..protocols._interfaces cimport (
     export_array_interface,
     export_buffer,
     export_cuda_array_interface,
@@ -63,7 +63,7 @@ from ._record cimport (
     extents_resize,
     record_init,
 )
-from ._streams cimport resolve_stream
+from ..cuda._streams cimport resolve_stream
 
 __all__ = ["StridedMemoryView", "Buffer"]
 
@@ -130,7 +130,7 @@ cdef StridedMemoryView _view_cai(object obj, object stream):
     return v
 
 
-# Set by interop_core._registry: owner -> the producer stream its plugin reports, or None.
+# Set by interop_core.registry._registry: owner -> the producer stream its plugin reports, or None.
 cdef object _producer_stream_lookup = None
 
 
@@ -529,7 +529,7 @@ cdef class StridedMemoryView:
         dtype_from_object(dtype, &dt)
         if dtype_itemsize(dt, True) != layout.itemsize:
             raise ValueError(
-                f"dtype {dtype_name(dt)} has itemsize {dtype_itemsize(dt, True)} but the layout "
+                f"dtype {describe_dtype(dt)} has itemsize {dtype_itemsize(dt, True)} but the layout "
                 f"has itemsize {layout.itemsize}")
         if extents_volume(&layout.ext) != 0:
             extents_offset_bounds(&layout.ext, &lo, &hi)
@@ -719,7 +719,7 @@ cdef class StridedMemoryView:
         device = _DEVICE_NAMES.get(self.rec.device_type, str(self.rec.device_type))
         flags = ", readonly" if self.rec.readonly else ""
         return (f"StridedMemoryView(ptr={self.rec.ptr:#x}, shape={self.shape}, "
-                f"strides={self.strides}, dtype={dtype_name(self.rec.dtype)}, "
+                f"strides={self.strides}, dtype={describe_dtype(self.rec.dtype)}, "
                 f"device='{device}:{self.rec.device_id}'{flags}, "
                 f"owner={type(self.owner).__name__})")
 

@@ -43,7 +43,7 @@ from libc.stdint cimport int32_t, int64_t, intptr_t, uint32_t, uint64_t, uintptr
 from libc.stdlib cimport free, malloc
 from libc.string cimport strcmp
 
-from ._dlpack_abi cimport (
+from ..core._dlpack_abi cimport (
     DLPACK_FLAG_IS_COPIED,
     DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED,
     DLPACK_FLAG_READ_ONLY,
@@ -59,9 +59,9 @@ from ._dlpack_abi cimport (
     kDLCUDA,
     kDLROCM,
 )
-from ._dtypes cimport record_set_dtype
-from ._record cimport MAX_NDIM, ViewRecord, extents_free, extents_resize, record_init
-from ._streams cimport resolve_stream
+from ..core._dtypes cimport record_set_dtype
+from ..core._record cimport MAX_NDIM, ViewRecord, extents_free, extents_resize, record_init
+from ..cuda._streams cimport resolve_stream
 
 __all__ = ["DLPackTensorHolder"]
 
@@ -625,7 +625,7 @@ cdef int _api_from_py_object(void* py_object, DLManagedTensorVersioned** out) no
         if py_object == NULL:
             raise TypeError("managed_tensor_from_py_object_no_sync: py_object is NULL")
         if _record_of == NULL:
-            raise RuntimeError("interop_core._view is not initialised")
+            raise RuntimeError("interop_core.core._view is not initialised")
         obj = <object> py_object
         out[0] = _new_versioned(obj, _record_of(obj), DLPACK_MINOR)
         return 0
@@ -649,7 +649,7 @@ cdef int _api_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_objec
         holder = _new_holder()
         holder.versioned = tensor
         if _make_view == NULL:
-            raise RuntimeError("interop_core._view is not initialised")
+            raise RuntimeError("interop_core.core._view is not initialised")
         _check_version(tensor)
         _fill_record(&tensor.dl_tensor, tensor.flags, &rec)
         view = _make_view(&rec, holder, holder)
@@ -671,7 +671,7 @@ cdef int _api_dltensor_from_py_object(void* py_object, DLTensor* out) noexcept w
         if out == NULL or py_object == NULL:
             raise ValueError("dltensor_from_py_object_no_sync: NULL argument")
         if _record_of == NULL:
-            raise RuntimeError("interop_core._view is not initialised")
+            raise RuntimeError("interop_core.core._view is not initialised")
         rec = _record_of(<object> py_object)
         # Borrowed: shape and strides point into the view, valid while the caller holds it.
         out.data = <void*> rec.ptr

@@ -10,7 +10,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
-from ._view cimport StridedMemoryView
+from ..core._view cimport StridedMemoryView
 
 __all__ = ["viewable"]
 
@@ -59,7 +59,7 @@ cdef object _EMPTY = object()
 cdef object _lookup_view():
     global _view
     if _view is None:
-        from . import view
+        from .. import view
         _view = view
     return _view
 

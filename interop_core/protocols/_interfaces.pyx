@@ -25,16 +25,16 @@ from libc.stdint cimport INT64_MAX, int64_t, intptr_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strcmp, strlen
 
-from ._cuda cimport pointer_device
-from ._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost
-from ._dtypes cimport (
+from ..cuda._cuda cimport pointer_device
+from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost
+from ..core._dtypes cimport (
     dtype_from_buffer_format,
     dtype_from_typestr,
     dtype_to_buffer_format,
     dtype_to_typestr,
     record_set_dtype,
 )
-from ._record cimport Extents, ViewRecord, extents_resize
+from ..core._record cimport Extents, ViewRecord, extents_resize
 
 __all__ = []
 

@@ -1,0 +1,1 @@
+"""Handing views on to frameworks: ``to()`` and the handoff matrix of the main job."""

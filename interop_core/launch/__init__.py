@@ -1,0 +1,1 @@
+"""The launch path for kernel launchers: ``@viewable``."""
