@@ -160,9 +160,12 @@ cdef int _layout_strides(object obj, ViewRecord* rec, int ndim) except -1:
         rec.ext.strides[d] = step
         step *= rec.ext.shape[d] if rec.ext.shape[d] > 0 else 1
     if order == tuple(range(ndim)):
+        # Most recent first: another platform's row-major layouts (a GPU's, learned by the
+        # canaries) may not compare equal to this one's, so the list must not fill up for good.
         known = _row_major.setdefault(ndim, [])
-        if len(known) < MAX_LEARNED:
-            known.append(obj._pjrt_layout)
+        known.insert(0, obj._pjrt_layout)
+        if len(known) > MAX_LEARNED:
+            known.pop()
     return 0
 
 

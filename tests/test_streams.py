@@ -213,21 +213,93 @@ def test_numba_producer_stream_from_the_array_interface_is_honoured(torch_cuda):
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
 
 
-@pytest.mark.gpu
-def test_jax_arrays_are_ready_before_the_consumer_reads(torch_cuda):
+@pytest.fixture(scope="module")
+def jax_long():
+    """(jax, a jitted computation of about 30 ms of GPU time, its input, its trip count)."""
     jax = pytest.importorskip("jax")
     try:
         gpu = jax.devices("gpu")[0]
     except RuntimeError:
         pytest.skip("jax has no GPU backend here")
-    torch = torch_cuda
-    consumer = torch.cuda.Stream()
-    big = jax.device_put(jax.numpy.ones((2048, 2048)), gpu)
+    jnp = jax.numpy
+
+    @jax.jit
+    def long(a, n, value):
+        a = jax.lax.fori_loop(0, n, lambda i, x: jnp.tanh(x @ a), a)
+        return a * 0 + value       # exactly `value` everywhere, once the loop is done
+
+    a = jax.device_put(jnp.full((4096, 4096), 1e-3, jnp.float32), gpu)
+    long(a, 2, 0.0).block_until_ready()            # compiled
+    start = time.perf_counter()
+    long(a, 8, 0.0).block_until_ready()
+    per_step = (time.perf_counter() - start) / 8
+    return jax, long, a, max(8, int(0.030 / per_step))
+
+
+@pytest.mark.gpu
+def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
+    jax, long, a, n = jax_long
+    returned_early = 0
     for trial in range(1, 11):
-        result = (big @ big) * 0 + trial   # asynchronous: still running when view() is called
-        copy = _consumer_reads(torch, view(result, stream=consumer), consumer)
+        result = long(a, n, float(trial))
+        start = time.perf_counter()
+        v = view(result)
+        elapsed = time.perf_counter() - start
+        returned_early += elapsed < 0.005 and not result.is_ready()
+        assert v.ptr == result.unsafe_buffer_pointer() and v.readonly
+        result.block_until_ready()
+    assert returned_early >= 9, "view(x) waited for jax's computation"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later"])
+def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
+        torch_cuda, jax_long, entry_point):
+    import warnings
+
+    torch = torch_cuda
+    jax, long, a, n = jax_long
+    consumer = torch.cuda.Stream()
+    returned_early = 0
+    for trial in range(1, TRIALS + 1):
+        result = long(a, n, float(trial))   # enqueued: still running below
+        start = time.perf_counter()
+        if entry_point == "view":
+            handed = view(result, stream=consumer)
+        elif entry_point == "to":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", interop_core.plugins.ReadOnlyHandoffWarning)
+                handed = interop_core.to(result, "torch", stream=consumer)
+        elif entry_point == "sync":
+            handed = view(result).sync(consumer)
+        else:
+            handed = view(result)        # ordered below, after the host checked the time
+        elapsed = time.perf_counter() - start
+        pending = not result.is_ready()
+        if entry_point == "sync later":
+            handed.sync(consumer)
+        copy = _consumer_reads(torch, handed, consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+        returned_early += elapsed < 0.005 and pending
+    assert returned_early >= TRIALS - 2, "the host waited for jax's computation"
+
+
+@pytest.mark.gpu
+def test_a_torch_producer_is_ordered_before_jax_reads_the_import(torch_cuda, jax_long):
+    torch = torch_cuda
+    producer = torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    for trial in range(1, TRIALS + 1):
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill_(float(trial))
+            imported = interop_core.to(x, "jax")     # jax orders its stream after `producer`
+        assert imported.unsafe_buffer_pointer() == x.data_ptr()
+        host = np.asarray(imported)                  # jax's own read, on its own stream
+        assert float(host.min()) == float(trial) == float(host.max()), f"trial {trial}"
+        del imported, host
 
 
 def _array_and_side_stream(framework):

@@ -56,6 +56,13 @@ BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ..
 # per pair measured, whose budget is the fastest of the target's own imports of the same source
 # in the same run (compared round by round, as every relative budget).  The names are those of
 # _matrix.TARGET_IMPORTS, which the bench's to() section times.
+# Budgets that are a fraction of another path of the same group: (line, fraction, groups that
+# measure it, most relevant first, our path, the reference path).  Judged round by round on
+# ours / (fraction x reference), as every relative budget.
+FRACTION_BUDGETS: tuple[tuple[str, float, tuple[str, ...], str, str], ...] = (
+    ("view(jax array) ≤ 0.5× jax's own __dlpack__()", 0.5, ("view(jax cuda)", "view(jax cpu)"),
+     "interop_core view()", "jax __dlpack__ (capsule only)"),
+)
 _TO_GROUP = re.compile(r"^to\((?P<source>.+), '(?P<target>[\w.]+)'\)$")
 
 SECTION_TITLES = {
@@ -170,7 +177,32 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
                 if p is not None:
                     row["peers"].append({"name": peer, "ns": p.ns, "note": p.note})
         rows.append(row)
-    return rows + _handoff_rows(results)
+    return rows + _fraction_rows(results) + _handoff_rows(results)
+
+
+def _fraction_rows(results: list[Measurement]) -> list[dict]:
+    by_key = {(r.group, r.name): r for r in results}
+    groups = {r.group for r in results}
+    rows = []
+    for line, fraction, candidates, ours_name, reference_name in FRACTION_BUDGETS:
+        group = next((g for g in candidates if g in groups), None)
+        row = {"line": line, "budget_ns": None, "budget_path": None, "group": group,
+               "ours_ns": None, "ours_note": "", "peers": []}
+        if group is not None:
+            ours, reference = by_key.get((group, ours_name)), by_key.get((group, reference_name))
+            row["budget_path"] = f"{fraction:g} × {reference_name}"
+            if ours is not None:
+                row["ours_ns"], row["ours_note"] = ours.ns, ours.note
+            if reference is not None:
+                row["peers"].append({"name": reference_name, "ns": reference.ns,
+                                     "note": reference.note})
+                if reference.ns is not None:
+                    row["budget_ns"] = reference.ns * fraction
+                paired = _paired_ratio(ours, reference)
+                if paired is not None:
+                    row["paired_ratio"] = tuple(q / fraction for q in paired)
+        rows.append(row)
+    return rows
 
 
 def _handoff_rows(results: list[Measurement]) -> list[dict]:

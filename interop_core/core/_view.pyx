@@ -646,6 +646,13 @@ cdef class StridedMemoryView:
         return self.rec.producer_stream if _knows_producer_stream(self) else None
 
     @property
+    def _recorded_producer_stream(self):
+        # For exporters that bind their result to the producer's stream where it is already
+        # known (recorded as the view was made, or by an earlier ordering), without asking the
+        # owner's plugin: jax's strategy orders pending work onto a stream of its own to answer.
+        return self.rec.producer_stream if self.rec.has_producer_stream else None
+
+    @property
     def layout(self):
         """StridedLayout: Shape, strides and itemsize of this view (a new immutable object)."""
         return layout_from_extents(&self.rec.ext, self.rec.itemsize, 0)
