@@ -260,9 +260,11 @@ def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
     torch = torch_cuda
     jax, long, a, n = jax_long
     consumer = torch.cuda.Stream()
-    returned_early = 0
+    returned_early = measured = 0
+    timings = []
     for trial in range(1, TRIALS + 1):
         result = long(a, n, float(trial))   # enqueued: still running below
+        pending_before = not result.is_ready()
         start = time.perf_counter()
         if entry_point == "view":
             handed = view(result, stream=consumer)
@@ -275,14 +277,18 @@ def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
         else:
             handed = view(result)        # ordered below, after the host checked the time
         elapsed = time.perf_counter() - start
-        pending = not result.is_ready()
+        pending_after = not result.is_ready()
         if entry_point == "sync later":
             handed.sync(consumer)
         copy = _consumer_reads(torch, handed, consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
-        returned_early += elapsed < 0.005 and pending
-    assert returned_early >= TRIALS - 2, "the host waited for jax's computation"
+        # Only a trial whose work was still pending when the call began says whether it waited.
+        measured += pending_before
+        returned_early += pending_before and elapsed < 0.005 and pending_after
+        timings.append((round(elapsed * 1e3, 3), pending_before, pending_after))
+    assert measured >= TRIALS // 2, f"jax's work was done before the call: {timings[:10]}"
+    assert returned_early >= measured - 2, f"the host waited for jax's work: {timings[:10]}"
 
 
 @pytest.mark.gpu
