@@ -9,6 +9,7 @@ the producer's kernel finished (nothing blocked).
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -223,32 +224,45 @@ def jax_long():
         pytest.skip("jax has no GPU backend here")
     jnp = jax.numpy
 
-    @jax.jit
+    # A straight chain of kernels (n static, the loop unrolled): jax enqueues it all and returns.
+    # (A fori_loop with a traced trip count is an XLA while loop, whose condition the GPU
+    # runtime reads back on the host every iteration: jax's dispatch itself would then wait.)
+    @functools.partial(jax.jit, static_argnums=1)
     def long(a, n, value):
-        a = jax.lax.fori_loop(0, n, lambda i, x: jnp.tanh(x @ a), a)
-        return a * 0 + value       # exactly `value` everywhere, once the loop is done
+        x = a
+        for _ in range(n):
+            x = jnp.tanh(x @ a)
+        return x * 0 + value       # exactly `value` everywhere, once the chain is done
 
     a = jax.device_put(jnp.full((4096, 4096), 1e-3, jnp.float32), gpu)
-    long(a, 2, 0.0).block_until_ready()            # compiled
+    long(a, 8, 0.0).block_until_ready()            # compiled
     start = time.perf_counter()
     long(a, 8, 0.0).block_until_ready()
     per_step = (time.perf_counter() - start) / 8
-    return jax, long, a, max(8, int(0.030 / per_step))
+    n = max(8, int(0.030 / per_step))
+    long(a, n, 0.0).block_until_ready()            # compiled for the trials
+    return jax, long, a, n
 
 
 @pytest.mark.gpu
 def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
     jax, long, a, n = jax_long
-    returned_early = 0
+    returned_early = measured = 0
+    timings = []
     for trial in range(1, 11):
         result = long(a, n, float(trial))
+        pending_before = not result.is_ready()
         start = time.perf_counter()
         v = view(result)
         elapsed = time.perf_counter() - start
-        returned_early += elapsed < 0.005 and not result.is_ready()
+        pending_after = not result.is_ready()
+        measured += pending_before
+        returned_early += pending_before and elapsed < 0.005 and pending_after
+        timings.append((round(elapsed * 1e3, 3), pending_before, pending_after))
         assert v.ptr == result.unsafe_buffer_pointer() and v.readonly
         result.block_until_ready()
-    assert returned_early >= 9, "view(x) waited for jax's computation"
+    assert measured >= 5, f"jax's work was done before view() was called: {timings}"
+    assert returned_early >= measured - 1, f"view(x) waited for jax's work: {timings}"
 
 
 @pytest.mark.gpu

@@ -230,6 +230,10 @@ def _handoff_rows(results: list[Measurement]) -> list[dict]:
         if best is not None:
             row["budget_ns"] = best.ns
             row["paired_ratio"] = _paired_ratio(ours, best)
+        elif imports:
+            # Every import of the target refused this source: ours is the only way across.
+            row["target_cannot_import"] = True
+            row["budget_path"] = "none: the target's own imports cannot take this source"
         rows.append(row)
     return rows
 
@@ -250,6 +254,8 @@ def _paired_ratio(ours: Measurement | None, reference: Measurement | None) -> tu
 
 def within_budget(row: dict) -> bool:
     """Whether a budget row is kept (see BUDGET for how a relative budget is judged)."""
+    if row["ours_ns"] is not None and row.get("target_cannot_import"):
+        return True
     if row["ours_ns"] is None or row["budget_ns"] is None:
         return False
     paired = row.get("paired_ratio")
@@ -260,6 +266,8 @@ def within_budget(row: dict) -> bool:
 
 def budget_text(row: dict) -> str:
     """A row's budget: ns, and for a relative budget the path whose time it is."""
+    if row.get("target_cannot_import"):
+        return row["budget_path"]
     if row["budget_path"] is None:
         return _fmt_ns(row["budget_ns"])
     if row["budget_ns"] is None:
