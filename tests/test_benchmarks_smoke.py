@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,9 @@ from interop_core.bench._harness import (
 )
 from interop_core.bench._report import (
     BUDGET,
+    FRACTION_BUDGETS,
     budget_rows,
+    budget_text,
     format_budget,
     format_section,
     within_budget,
@@ -231,7 +234,7 @@ def test_budget_table_has_every_design_line_and_says_what_was_not_measured():
     results = [Measurement("view", "view(numpy cpu)", "interop_core view()", 80.0, True),
                Measurement("view", "view(numpy cpu)", "cuda.core from_dlpack", 800.0)]
     table = format_budget(results)
-    assert len(table.splitlines()) == 2 + len(BUDGET)
+    assert len(table.splitlines()) == 2 + len(BUDGET) + len(FRACTION_BUDGETS)
     numpy_row = next(line for line in table.splitlines() if line.startswith("| view(numpy"))
     assert "| 80.0 |" in numpy_row and "cuda.core from_dlpack: 800" in numpy_row
     assert numpy_row.endswith("| yes |")
@@ -267,6 +270,49 @@ def test_a_relative_budget_without_rounds_compares_medians():
     assert row["paired_ratio"] is None and within_budget(row)
     row = _same_stream_row([], [], ours_ns=101.0, reference_ns=100.0)
     assert not within_budget(row)
+
+
+@pytest.mark.parametrize("ours, fastest, kept", [
+    ([90, 91, 92, 90, 91], [100, 101, 100, 102, 101], True),     # faster than the best import
+    ([120, 121, 122, 120, 121], [100, 101, 100, 102, 101], False),
+])
+def test_every_to_pair_gets_a_budget_line_against_the_fastest_target_import(ours, fastest, kept):
+    group = "to(jax cpu, 'numpy')"
+    results = [Measurement("to", group, "interop_core to()", statistics.median(ours), True,
+                           extra={"rounds": ours}),
+               Measurement("to", group, "np.from_dlpack", 5000.0,
+                           extra={"rounds": [5000.0] * 5}),
+               Measurement("to", group, "np.asarray", statistics.median(fastest),
+                           extra={"rounds": fastest}),
+               Measurement("to", group, "torch.from_dlpack", 10.0)]   # not numpy's own import
+    (row,) = [r for r in budget_rows(results) if r["group"] == group]
+    assert row["budget_path"] == "np.asarray"
+    assert [p["name"] for p in row["peers"]] == ["np.from_dlpack", "np.asarray"]
+    assert within_budget(row) is kept
+
+
+@pytest.mark.parametrize("ours_ns, kept", [(100.0, True), (None, False)])
+def test_a_pair_the_target_cannot_import_is_kept_when_ours_works(ours_ns, kept):
+    group = "to(numba cuda, 'jax')"
+    results = [Measurement("to", group, "interop_core to()", ours_ns, True),
+               Measurement("to", group, "jax.dlpack.from_dlpack", None, note="TypeError: x")]
+    (row,) = [r for r in budget_rows(results) if r["group"] == group]
+    assert row["budget_ns"] is None and within_budget(row) is kept
+    assert "cannot take this source" in budget_text(row)
+
+
+@pytest.mark.parametrize("ours, reference, kept", [
+    ([40, 41, 40, 42, 41], [100, 101, 100, 102, 101], True),
+    ([60, 61, 60, 62, 61], [100, 101, 100, 102, 101], False),   # faster, but not 2x faster
+])
+def test_a_fraction_budget_scales_the_reference(ours, reference, kept):
+    results = [Measurement("view", "view(jax cpu)", "interop_core view()",
+                           statistics.median(ours), True, extra={"rounds": ours}),
+               Measurement("view", "view(jax cpu)", "jax __dlpack__ (capsule only)",
+                           statistics.median(reference), extra={"rounds": reference})]
+    (row,) = [r for r in budget_rows(results) if r["line"].startswith("view(jax array) ≤ 0.5")]
+    assert row["budget_ns"] == statistics.median(reference) / 2
+    assert within_budget(row) is kept
 
 
 def test_threads_harness_counts_calls_from_every_thread():

@@ -846,8 +846,16 @@ def test_jax_cannot_take_a_readonly_view_through_a_legacy_capsule(jax):
 
 
 def test_jax_round_trip_through_view(jax):
+    import interop_core
+
     x = jax.numpy.arange(12.0).reshape(3, 4)
-    y = jax.dlpack.from_dlpack(StridedMemoryView.from_dlpack(x))
+    v = StridedMemoryView.from_dlpack(x)
+    assert v.readonly                      # jax arrays are immutable, whichever path views them
+    # jax asks for legacy capsules, which cannot say read-only: the read-only view refuses ...
+    with pytest.raises(BufferError, match="read-only"):
+        jax.dlpack.from_dlpack(v)
+    # ... and to(view, "jax") hands it over anyway (jax never writes into what it imports).
+    y = interop_core.to(v, "jax")
     assert y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
     assert (np.asarray(y) == np.asarray(x)).all()
 

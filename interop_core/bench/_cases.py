@@ -346,29 +346,10 @@ def _targets() -> list[str]:
 
 
 def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[], object]]]:
-    peers: list[tuple[str, Callable[[], object]]] = []
-    if target == "numpy":
-        import numpy as np
+    """The target framework's own imports of ``src`` (the budget of each to() pair)."""
+    from ..handoff._matrix import target_imports
 
-        peers.append(("np.from_dlpack", bound(np.from_dlpack, src)))
-    elif target == "torch":
-        import torch
-
-        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, src)))
-    elif target == "cupy":
-        import cupy
-
-        peers.append(("cupy.from_dlpack", bound(cupy.from_dlpack, src)))
-        peers.append(("cupy.asarray", bound(cupy.asarray, src)))
-    elif target == "numba":
-        from numba import cuda
-
-        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, src)))
-    elif target == "jax":
-        import jax.dlpack
-
-        peers.append(("jax.dlpack.from_dlpack", bound(jax.dlpack.from_dlpack, src)))
-    return peers
+    return [(name, bound(fn, src)) for name, fn in target_imports(target)]
 
 
 def _possible(target: str, dev: str) -> bool:

@@ -155,9 +155,33 @@ cdef bint _knows_producer_stream(StridedMemoryView v) except -1:
 
 
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1:
-    if v.rec.device_type != kDLCPU and _knows_producer_stream(v):
-        order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    if v.rec.device_type != kDLCPU:
+        if _knows_producer_stream(v):
+            order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    elif not v.rec.has_producer_stream and _producer_stream_lookup is not None:
+        # Host memory has no stream to order on, but a producer with asynchronous host work
+        # (jax on the CPU) finishes it when its plugin's strategy is asked; the answer is None.
+        _producer_stream_lookup(v.owner)
     return 0
+
+
+# Set by interop_core._registry: type -> whether a plugin declared its objects immutable.
+cdef object _readonly_type_lookup = None
+
+
+def _set_readonly_type_lookup(lookup):
+    global _readonly_type_lookup
+    _readonly_type_lookup = lookup
+
+
+cdef StridedMemoryView _declared_readonly(StridedMemoryView v, object obj):
+    # The generic entry points read what the protocol says; a protocol without a read-only flag
+    # (a legacy DLPack capsule) cannot say that a framework's arrays are immutable (jax's), so
+    # the type's plugin declaration is consulted too.  A bare capsule has no type to ask about.
+    if not v.rec.readonly and _readonly_type_lookup is not None and \
+            not PyCapsule_CheckExact(obj) and _readonly_type_lookup(type(obj)):
+        v.rec.readonly = True
+    return v
 
 
 cdef StridedMemoryView _view_array_interface(object obj):
@@ -309,7 +333,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_dlpack(obj, stream)
+        return _declared_readonly(_view_dlpack(obj, stream), obj)
 
     @classmethod
     def from_cuda_array_interface(cls, obj, stream=None):
@@ -328,7 +352,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_cai(obj, stream)
+        return _declared_readonly(_view_cai(obj, stream), obj)
 
     @classmethod
     def from_array_interface(cls, obj):
@@ -343,7 +367,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_array_interface(obj)
+        return _declared_readonly(_view_array_interface(obj), obj)
 
     @classmethod
     def from_buffer_protocol(cls, obj):
@@ -360,7 +384,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_buffer_protocol(obj)
+        return _declared_readonly(_view_buffer_protocol(obj), obj)
 
     @classmethod
     def from_any(cls, obj, stream=None):
@@ -400,7 +424,9 @@ cdef class StridedMemoryView:
                 f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
                 "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
                 "__array_interface__ or the buffer protocol")
-        return view_by_protocol(protocol, obj, stream)
+        if protocol == PROTOCOL_SELF:
+            return view_by_protocol(protocol, obj, stream)
+        return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
 
     @classmethod
     def from_pointer(cls, ptr, shape, strides=None, dtype="uint8", *, device=None,
@@ -618,6 +644,13 @@ cdef class StridedMemoryView:
         producer that named no stream: no ordering is then possible or needed).
         """
         return self.rec.producer_stream if _knows_producer_stream(self) else None
+
+    @property
+    def _recorded_producer_stream(self):
+        # For exporters that bind their result to the producer's stream where it is already
+        # known (recorded as the view was made, or by an earlier ordering), without asking the
+        # owner's plugin: jax's strategy orders pending work onto a stream of its own to answer.
+        return self.rec.producer_stream if self.rec.has_producer_stream else None
 
     @property
     def layout(self):

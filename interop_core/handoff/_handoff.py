@@ -10,6 +10,10 @@ from ..registry._registry import view
 
 __all__ = ["to"]
 
+# (source type, target name) -> the ReadOnlyHandoffWarning message: built once, since a handoff
+# of a read-only source (every jax array) warns on every call.
+_READ_ONLY_MESSAGES: dict[tuple[type, str], str] = {}
+
 
 def to(obj: Any, target: Any, stream: Any = None, *, device: Any = None,
        copy: bool | None = None) -> Any:
@@ -62,8 +66,10 @@ def to(obj: Any, target: Any, stream: Any = None, *, device: Any = None,
 
         v = place(v, device, copy, stream)
     if v.readonly and not preserves_readonly:
-        warnings.warn(
-            f"to({type(obj).__name__}, {name!r}): the source is read-only but {name} objects "
-            "cannot be; the result shares its memory, so do not write through it",
-            plugins.ReadOnlyHandoffWarning, stacklevel=2)
+        message = _READ_ONLY_MESSAGES.get((type(obj), name))
+        if message is None:
+            message = _READ_ONLY_MESSAGES[type(obj), name] = (
+                f"to({type(obj).__name__}, {name!r}): the source is read-only but {name} "
+                "objects cannot be; the result shares its memory, so do not write through it")
+        warnings.warn(message, plugins.ReadOnlyHandoffWarning, stacklevel=2)
     return exporter(v, stream)

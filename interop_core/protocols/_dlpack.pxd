@@ -34,6 +34,11 @@ cdef void register_view_type(type view_type, record_of_t record_of, view_from_re
 cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, object max_version,
                           object dl_device, object copy, bint is_copied)
 
+# A legacy ("dltensor") capsule for `rec` even when it is read-only, for a consumer that never
+# writes into what it imports and takes only legacy capsules (jax: its arrays are immutable).
+# BufferError for padded sub-byte types, which a legacy capsule cannot describe.
+cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec)
+
 # `target`'s object over `rec`'s memory through target.__dlpack_c_exchange_api__'s
 # managed_tensor_to_py_object_no_sync (a versioned tensor whose manager context keeps
 # `keepalive` alive).  TypeError when `target` has no usable table.

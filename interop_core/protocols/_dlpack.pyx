@@ -556,6 +556,18 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
         raise
 
 
+cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec):
+    cdef DLManagedTensor* mtl
+    if _subbyte_padded(rec):
+        raise BufferError("padded sub-byte element types need a versioned DLPack capsule")
+    mtl = _new_legacy(keepalive, rec)
+    try:
+        return PyCapsule_New(mtl, _NAME_LEGACY, _legacy_capsule_destructor)
+    except BaseException:
+        mtl.deleter(mtl)
+        raise
+
+
 cdef object py_object_via_exchange_api(type target, object keepalive, ViewRecord* rec):
     cdef const DLPackExchangeAPI* api = _lookup_exchange_api(target)
     cdef DLManagedTensorVersioned* mt
