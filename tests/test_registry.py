@@ -393,6 +393,14 @@ def test_a_failed_validation_installs_the_head_of_the_fallback_chain(registered)
     assert view(Tensorish(np.zeros(2))).shape == (2,) and seen == ["middle"]
 
 
+def test_a_fallback_installed_by_a_failed_validation_keeps_a_declared_read_only_type(registered):
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, fallback=(read_tensorish,),
+                                    prepare=lambda: "the struct moved", readonly=True),
+               "readonly-fails")
+    assert plugins.reader_for(Tensorish).readonly
+    assert view(Tensorish(np.zeros(2))).readonly
+
+
 def test_an_empty_fallback_chain_is_rejected():
     with pytest.raises(RuntimeError, match="empty tuple"):
         interop_core.register_plugin(make_plugin(
