@@ -470,6 +470,9 @@ def _reinstall() -> None:
         _recompute()
 
 
+_validation.on_result_change(_reinstall)
+
+
 def _on_miss(t: type) -> bool:
     """Called by view() for a type the table lacks: discover plugins, resolve what is pending."""
     with _lock:

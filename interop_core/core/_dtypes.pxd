@@ -29,7 +29,7 @@ cdef int dtype_from_object(object dtype, DLDataType* out) except -1
 cdef object dtype_to_numpy(DLDataType dtype)
 
 # Human name: "float32", "bfloat16", "float8_e4m3fn", "bool", "float32x4" for lanes.
-cdef str dtype_name(DLDataType dtype)
+cdef str describe_dtype(DLDataType dtype)
 
 # Triple -> array-interface typestr (native byte order).  BufferError for types the protocol
 # cannot name (bfloat16, float8, lanes > 1, ...).

@@ -461,6 +461,10 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef int i
     cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
+    # Allocated before the call: from the reader's return until its extents are copied, nothing
+    # here may run Python code (an allocation can run the garbage collector, and so finalizers
+    # and other threads), since the reader may hand out a buffer of its own (interop_core.h).
+    v = view_new()
     cdef int status = (<interop_core_reader_v1> entry.c_reader)(
         <PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
@@ -476,7 +480,6 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    v = view_new()
     dt.code = info.dtype_code
     dt.bits = info.dtype_bits
     dt.lanes = info.dtype_lanes

@@ -22,7 +22,7 @@ from collections import namedtuple
 
 from . import _registry
 
-__all__ = ["ValidationResult", "chosen_entry", "results"]
+__all__ = ["ValidationResult", "chosen_entry", "on_result_change", "results"]
 
 
 class ValidationResult(namedtuple("ValidationResult",
@@ -51,6 +51,15 @@ class ValidationResult(namedtuple("ValidationResult",
 _results: dict[tuple, ValidationResult] = {}
 # type_path -> (ok, reason): results pinned by tests through _force.
 _forced: dict[str, tuple[bool, str]] = {}
+# Installs the winners again after a result changed; set by interop_core.plugins, which owns the
+# installation (a callback, so that this module imports nothing above the registry).
+_reinstall = None
+
+
+def on_result_change(reinstall) -> None:
+    """Call ``reinstall()`` whenever a validation result is pinned or unpinned."""
+    global _reinstall
+    _reinstall = reinstall
 
 
 def chosen_entry(entry):
@@ -110,6 +119,5 @@ def _force(type_path: str, ok: bool | None, reason: str = "forced by a test") ->
         _forced[type_path] = (bool(ok), str(reason))
     for key in [k for k in _results if k[0] == type_path]:
         del _results[key]
-    from .. import plugins
-
-    plugins._reinstall()
+    if _reinstall is not None:
+        _reinstall()

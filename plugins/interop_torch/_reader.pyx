@@ -166,6 +166,10 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
         return INTEROP_CORE_READ_DECLINED
     if _get_dtype(h, &dtype) != 0 or dtype < 0 or dtype >= N_CODES or _dl_of[dtype].bits == 0:
         return INTEROP_CORE_READ_DECLINED
+    # Only complex tensors can carry the conjugate bit: ask only for them.  (Asked before torch's
+    # extents are taken below: nothing Python-level runs between that and the core's copy.)
+    if _keyset_at < 0 and _dl_of[dtype].code == KDL_COMPLEX and _is_conj(<object> obj):
+        return INTEROP_CORE_READ_DECLINED
     if _get_device_type(h, &dev_type) != 0:
         return INTEROP_CORE_READ_DECLINED
     if dev_type == _dev_cpu:
@@ -189,9 +193,6 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
             numel *= sizes[i]
         if numel != 0:
             return INTEROP_CORE_READ_DECLINED
-    # Only complex tensors can carry the conjugate bit: ask only for them.
-    if _keyset_at < 0 and _dl_of[dtype].code == KDL_COMPLEX and _is_conj(<object> obj):
-        return INTEROP_CORE_READ_DECLINED
     out.data = data
     out.ndim = <int32_t> ndim
     out.shape = sizes            # torch's own arrays, valid while the tensor lives: the core
