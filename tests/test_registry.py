@@ -316,6 +316,32 @@ def test_a_v2_reader_reports_byte_strides_and_the_core_divides_them(registered):
     np.testing.assert_array_equal(np.asarray(v), obj.array)
 
 
+def test_a_c_readers_dtype_is_taken_afresh_on_every_view(registered):
+    @READER_V1
+    def reader(obj, stream, out):
+        _fill_from_array(out, obj.array)
+        out.contents.dtype_code, out.contents.dtype_bits = obj.triple[:2]
+        return 0
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "c-dtypes")
+    cases = [(np.zeros(4, np.float32), (2, 32, 1)), (np.zeros(4, np.int16), (0, 16, 1)),
+             (np.zeros(4, np.float32), (2, 32, 1)), (np.zeros(4, np.complex128), (5, 128, 1))]
+    for a, triple in cases + cases[::-1]:
+        obj = Tensorish(a)
+        obj.triple = triple
+        v = view(obj)
+        assert (v.dlpack_dtype, v.itemsize) == (triple, a.itemsize)
+    # An unknown type code is refused every time, and leaves the next view unaffected.
+    for _ in range(2):
+        bad = Tensorish(np.zeros(4, np.float32))
+        bad.triple = (99, 32, 1)
+        with pytest.raises(BufferError, match="unknown DLPack type code 99"):
+            view(bad)
+    obj = Tensorish(np.zeros(4, np.int16))
+    obj.triple = (0, 16, 1)
+    assert view(obj).dlpack_dtype == (0, 16, 1)
+
+
 def test_byte_strides_that_are_not_a_multiple_of_the_itemsize_are_a_buffer_error(registered):
     raw = np.zeros(64, np.uint8)
     odd = np.lib.stride_tricks.as_strided(raw.view(np.float32), (3,), (6,))
