@@ -20,13 +20,15 @@ from ..core._dlpack_abi cimport DLDataType
 from ..core._dtypes cimport record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport same_stream
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize
+from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_copy
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
+    PROTOCOL_DLPACK,
     PROTOCOL_NONE,
     PROTOCOL_SELF,
     StridedMemoryView,
     choose_protocol,
+    knows_producer_stream,
     order_view,
     view_by_protocol,
     view_new,
@@ -350,16 +352,8 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         v.owner = obj
     elif kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
-    elif kind == READER_PYTHON:
-        result = entry.reader(obj, stream)
-        if type(result) is not StridedMemoryView:
-            raise TypeError(
-                f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
-                f"{type(obj).__qualname__} returned {type(result).__name__}, not a "
-                "StridedMemoryView")
-        v = <StridedMemoryView> result
     else:
-        v = _read_capsule(entry, obj, stream)
+        v = _read_plugin_view(entry, obj, stream)
     # The launcher's common case, the producer's own stream, is decided here without a call.
     if stream is not None and not (v.rec.has_producer_stream
                                    and same_stream(v.rec.producer_stream, consumer)):
@@ -367,17 +361,42 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
     return v
 
 
+cdef StridedMemoryView _read_plugin_view(ReaderEntry entry, object obj, object stream):
+    # A plugin's Python or C-capsule reader (stream already canonical); nothing ordered here.
+    cdef StridedMemoryView v
+    if entry.kind == READER_PYTHON:
+        result = entry.reader(obj, stream)
+        if type(result) is not StridedMemoryView:
+            raise TypeError(
+                f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
+                f"{type(obj).__qualname__} returned {type(result).__name__}, not a "
+                "StridedMemoryView")
+        return <StridedMemoryView> result
+    return _read_capsule(entry, obj, stream)
+
+
 cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
     """Order `consumer` after the producer: the stream the reader found, else the plugin's."""
     if v.rec.device_type == 1:      # host memory: no streams
         return 0
-    if not v.rec.has_producer_stream and entry.producer_stream is not None:
-        producer = entry.producer_stream(v.owner)
-        if producer is None:
-            return 0
-        v.rec.producer_stream = <intptr_t> <Py_ssize_t> producer
-        v.rec.has_producer_stream = True
+    if not _learn_producer(entry, &v.rec, v.owner):
+        return 0
     return order_view(v, consumer)
+
+
+cdef bint _learn_producer(ReaderEntry entry, ViewRecord* rec, object owner) except -1:
+    # Whether the producer's stream is known, asking the plugin's strategy (and recording its
+    # answer) when the reader found none.
+    if rec.has_producer_stream:
+        return True
+    if entry is None or entry.producer_stream is None:
+        return False
+    producer = entry.producer_stream(owner)
+    if producer is None:
+        return False
+    rec.producer_stream = <intptr_t> <Py_ssize_t> producer
+    rec.has_producer_stream = True
+    return True
 
 
 def _producer_stream_of(owner):
@@ -523,6 +542,45 @@ def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
     return direct, looked_up
 
 
+cdef object view_object(object obj, object stream):
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found != NULL:
+        return _read(<ReaderEntry> found, obj, stream)
+    return _view_miss(obj, stream)
+
+
+cdef object read_unordered(object obj, object stream, ViewRecord* rec):
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    cdef ReaderEntry entry
+    cdef StridedMemoryView v
+    if found == NULL:
+        # First sight of this type: the miss path decides (and orders this one object itself).
+        v = _view_miss(obj, stream)
+        record_copy(rec, &v.rec)
+        return v
+    entry = <ReaderEntry> found
+    if entry.kind == READER_CORE:
+        keepalive = entry.core(obj, stream, rec)
+        if stream is not None and rec.device_type != 1:
+            _learn_producer(entry, rec, obj)
+        return keepalive
+    if entry.kind == READER_SELF:
+        v = <StridedMemoryView> obj
+        if stream is not None and v.rec.device_type != 1:
+            knows_producer_stream(v)
+    elif entry.kind == READER_GENERIC:
+        # A DLPack producer orders itself before the consumer stream it is handed; the CUDA
+        # Array Interface's stream is recorded as the producer's, for the caller to order.
+        v = view_by_protocol(entry.protocol, obj,
+                             stream if entry.protocol == PROTOCOL_DLPACK else None)
+    else:
+        v = _read_plugin_view(entry, obj, stream)
+        if stream is not None and v.rec.device_type != 1:
+            _learn_producer(entry, &v.rec, obj)
+    record_copy(rec, &v.rec)
+    return v
+
+
 def read_with(ReaderEntry entry not None, obj, stream=None):
     """Run one entry's reader on ``obj`` directly, bypassing the type lookup.
 
@@ -557,10 +615,7 @@ def view(obj, stream=None):
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
     """
-    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
-    if found != NULL:
-        return _read(<ReaderEntry> found, obj, stream)
-    return _view_miss(obj, stream)
+    return view_object(obj, stream)
 
 
 _reset_entries()
