@@ -26,15 +26,21 @@ cdef class LaunchArgs:
     """int or None: The consumer stream handle, every producer ordered before it; ``None``
     when no stream was given."""
     cdef tuple _views              # built on first read of .views; owned
+    cdef str _caller               # who asked, for error messages ("launch_args" when None)
+    cdef tuple _names              # the arguments' names for error messages (None: positions)
 
     cdef int _allocate(self, Py_ssize_t n) except -1
     cdef int _keep(self, Py_ssize_t i, object keepalive) except -1
     cdef object _slot_view(self, void** slots)
+    cdef str _label(self, Py_ssize_t i, bint prefix=*)
 
 
 # launch_args() for compiled callers (@viewable): `policy` is a core._key KeyPolicy value.
+# `caller` and `names` only change error messages ("f(): argument 'x'" rather than
+# "launch_args: argument 0").
 cdef LaunchArgs build_launch_args(object args, object stream, int policy, object writable,
-                                  bint same_device, object scalar_types)
+                                  bint same_device, object scalar_types, str caller=*,
+                                  tuple names=*)
 
 # The KeyPolicy for a `key=` argument ("static", "dynamic" or None); ValueError otherwise.
 cdef int key_policy(object key) except -1

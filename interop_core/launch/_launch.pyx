@@ -169,7 +169,7 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
                 (<uint64_t*> p)[0] = PyLong_AsUnsignedLongLong(obj)
                 r.ctypes[i] = CT_UINT64
             else:
-                raise ValueError(f"launch_args: argument {i} (int) is {obj}, outside the range "
+                raise ValueError(f"{r._label(i)} (int) is {obj}, outside the range "
                                  "of int64 and uint64")
         return 0
     r.ctypes[i] = want
@@ -183,15 +183,15 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
             else:
                 PyFloat_Pack2(as_double, p, PY_LITTLE_ENDIAN)
         except OverflowError:
-            raise ValueError(f"launch_args: argument {i} ({_type_name(obj)}) is {obj}, too "
+            raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is {obj}, too "
                              f"large for {_CTYPE_NAMES[want]}") from None
         return 0
     if is_float:
-        raise TypeError(f"launch_args: argument {i} is a float but scalar_types[{i}] asks for "
+        raise TypeError(f"{r._label(i)} is a float but scalar_types[{i}] asks for "
                         f"{_CTYPE_NAMES[want]} (convert it to an int first)")
     lo, hi = _INT_RANGES[want]
     if not lo <= obj <= hi:
-        raise ValueError(f"launch_args: argument {i} ({_type_name(obj)}) is {obj}, outside the "
+        raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is {obj}, outside the "
                          f"range of {_CTYPE_NAMES[want]}")
     if want == CT_UINT64:
         (<uint64_t*> p)[0] = PyLong_AsUnsignedLongLong(obj)
@@ -259,7 +259,7 @@ cdef int _check_writable(LaunchArgs r, object writable) except -1:
                                  f"{r.n} arguments")
             i = position
             if r.kinds[i] != ARG_TENSOR:
-                raise TypeError(f"launch_args: argument {i} ({_type_name(r.args[i])}) must be "
+                raise TypeError(f"{r._label(i)} ({_type_name(r.args[i])}) must be "
                                 "a writable tensor, but it is not a tensor")
             if r.recs[i].readonly:
                 _raise_readonly(r, i)
@@ -269,12 +269,13 @@ cdef int _check_writable(LaunchArgs r, object writable) except -1:
 
 
 cdef int _raise_readonly(LaunchArgs r, Py_ssize_t i) except -1:
-    raise BufferError(f"launch_args: argument {i} ({_type_name(r.args[i])}) is read-only, but "
+    raise BufferError(f"{r._label(i)} ({_type_name(r.args[i])}) is read-only, but "
                       "writable arguments were asked for")
 
 
 cdef LaunchArgs build_launch_args(object args, object stream, int policy, object writable,
-                                  bint same_device, object scalar_types):
+                                  bint same_device, object scalar_types, str caller=None,
+                                  tuple names=None):
     cdef tuple seq
     cdef Py_ssize_t n, i, nwords = 1, first_tensor = -1, at
     cdef LaunchArgs r
@@ -298,6 +299,8 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
     r = LaunchArgs.__new__(LaunchArgs)
     r._allocate(n)
     r.args = seq
+    r._caller = caller
+    r._names = names
     canonical = None
     if stream is not None:
         canonical = canonical_stream(stream, &consumer)
@@ -322,8 +325,8 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                 nwords += 1
             else:
                 if narrow != NULL and narrow[i] != 0:
-                    raise ValueError(f"scalar_types[{i}] is {_CTYPE_NAMES[narrow[i]]!r}, but "
-                                     f"argument {i} ({_type_name(obj)}) is not a scalar")
+                    raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is not a scalar, "
+                                     f"but scalar_types[{i}] is {_CTYPE_NAMES[narrow[i]]!r}")
                 rec = &r.recs[i]
                 reading = True
                 keepalive = read_unordered(obj, canonical, rec)
@@ -339,8 +342,8 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                     elif (rec.device_type != r.recs[first_tensor].device_type
                           or rec.device_id != r.recs[first_tensor].device_id):
                         raise ValueError(
-                            f"launch_args: argument {i} ({_type_name(obj)}) is on "
-                            f"{_device_name(rec)} but argument {first_tensor} "
+                            f"{r._label(i)} ({_type_name(obj)}) is on "
+                            f"{_device_name(rec)} but {r._label(first_tensor, False)} "
                             f"({_type_name(r.args[first_tensor])}) is on "
                             f"{_device_name(&r.recs[first_tensor])}; one device was asked for")
                 if policy != KEY_NONE:
@@ -351,7 +354,7 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
             raise
         cls = (TypeError if isinstance(exc, TypeError)
                else ValueError if isinstance(exc, ValueError) else BufferError)
-        raise cls(f"launch_args: argument {i} ({_type_name(obj)}) is not a scalar (int, float, "
+        raise cls(f"{r._label(i)} ({_type_name(obj)}) is not a scalar (int, float, "
                   f"bool, None) and cannot be viewed: {exc}") from exc
     if writable is not False and writable is not None:
         _check_writable(r, writable)
@@ -471,6 +474,13 @@ cdef class LaunchArgs:
         PyTuple_SET_ITEM(self._keepalives, i, keepalive)
         Py_DECREF_ref(old)
         return 0
+
+    cdef str _label(self, Py_ssize_t i, bint prefix=True):
+        what = (f"argument {i}" if self._names is None
+                else f"argument {self._names[i]!r}")
+        if not prefix:
+            return what
+        return f"{self._caller or 'launch_args'}: {what}"
 
     def __len__(self):
         return self.n

@@ -1,9 +1,10 @@
-# ``@viewable``: turn chosen arguments of a function into StridedMemoryViews on every call.
+# ``@viewable``: turn chosen arguments of a function into StridedMemoryViews on every call, or
+# hand the function one LaunchArgs record of them (launch="name").
 #
 # Launchers call the wrapped function once per kernel launch, so the per-call work is compiled:
-# the signature is read once (on the first call, so decorating costs nothing and the decorated
-# function may be defined before interop_core.view is importable), turned into a tuple of small
-# C records, and each call only looks at the designated positions / keywords.
+# the signature is read once (on the first call, so decorating costs nothing), turned into a
+# tuple of small C records, and each call only looks at the designated positions / keywords and
+# calls the registry's view entry point (or build_launch_args) directly, without a Python call.
 
 from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
@@ -11,6 +12,8 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 from ..core._view cimport StridedMemoryView
+from ..registry._registry cimport view_object
+from ._launch cimport build_launch_args, key_policy
 
 __all__ = ["viewable"]
 
@@ -23,10 +26,6 @@ cdef extern from "Python.h":
     # Only the slot we set; the real struct is CPython's.
     ctypedef struct _CallSlot "PyTypeObject":
         ternaryfunc tp_call
-
-# interop_core.view, looked up on the first call of any wrapper (the registry module may import
-# this one, so a module-level import here could be circular). Module-owned strong reference.
-cdef object _view = None
 
 # Parameter kinds, as inspect.Parameter numbers them (mirrored so the hot path compares C ints).
 cdef enum:
@@ -56,14 +55,6 @@ cdef class _Param:
 cdef object _EMPTY = object()
 
 
-cdef object _lookup_view():
-    global _view
-    if _view is None:
-        from .. import view
-        _view = view
-    return _view
-
-
 cdef str _type_name(object obj):
     cls = type(obj)
     module = cls.__module__
@@ -77,7 +68,7 @@ cdef str _func_name(object func):
     return f"{name}()" if name else repr(func)
 
 
-cdef int _check_request(tuple requested, object stream) except -1:
+cdef int _check_request(tuple requested, object stream, object launch) except -1:
     if not requested:
         raise TypeError("viewable() needs the names or positional indices of the arguments to "
                         "view, e.g. @viewable('x', 'y') or @viewable(0, 1)")
@@ -106,10 +97,17 @@ cdef int _check_request(tuple requested, object stream) except -1:
         if stream in seen:
             raise ValueError(f"viewable(): {stream!r} cannot be both the stream and a viewed "
                              "argument")
+    if launch is not None:
+        if not isinstance(launch, str) or not launch.isidentifier():
+            raise TypeError("viewable(launch=...) takes the name of the parameter that receives "
+                            f"the LaunchArgs record, got {launch!r}")
+        if launch in seen or launch == stream:
+            raise ValueError(f"viewable(): {launch!r} receives the LaunchArgs record; it cannot "
+                             "also be designated or be the stream")
     return 0
 
 
-cdef int _early_check(object func, tuple requested, object stream) except -1:
+cdef int _early_check(object func, tuple requested, object stream, object launch) except -1:
     # A plain Python function's parameter names sit on its code object, so unknown names and
     # out-of-range indices can be refused at decoration time without importing inspect.
     # Anything else (builtins, wrappers with __wrapped__ or __signature__, callables) is
@@ -137,6 +135,9 @@ cdef int _early_check(object func, tuple requested, object stream) except -1:
             raise TypeError(f"viewable(): {fname} has no parameter named {item!r}")
     if stream is not None and stream not in known:
         raise TypeError(f"viewable(): {fname} has no parameter named {stream!r} (the stream)")
+    if launch is not None and launch not in known:
+        raise TypeError(f"viewable(): {fname} has no parameter named {launch!r} (for the "
+                        "LaunchArgs record)")
     return 0
 
 
@@ -183,17 +184,37 @@ cdef class _ViewableFunction:
     cdef tuple _params
     cdef _Param _stream
     cdef bint _ready
+    # Launch mode: the parameter receiving the LaunchArgs record (owned str; None: view mode),
+    # and the options handed to build_launch_args (owned; resolved against the designated
+    # parameters on the first call: `_writable` True/False or a tuple of positions,
+    # `_scalar_types` None or a tuple aligned with the designated parameters, `_names` their
+    # names for messages).
+    cdef object _launch_name
+    cdef int _policy
+    cdef object _writable_spec
+    cdef object _writable
+    cdef bint _same_device
+    cdef object _scalar_types_spec
+    cdef object _scalar_types
+    cdef tuple _names
+    cdef str _fname
     # Holds the copied function metadata (__name__, __doc__, ...); owned by this wrapper.
     cdef dict __dict__
 
-    def __init__(self, func, tuple requested, stream=None):
+    def __init__(self, func, tuple requested, stream=None, launch=None, key="static",
+                 writable=False, same_device=False, scalar_types=None):
         if not callable(func):
             raise TypeError(f"viewable() decorates a callable, got {type(func).__name__}")
-        _check_request(requested, stream)
-        _early_check(func, requested, stream)
+        _check_request(requested, stream, launch)
+        _early_check(func, requested, stream, launch)
         self.func = func
         self._requested = requested
         self._stream_name = stream
+        self._launch_name = launch
+        self._policy = key_policy(key)
+        self._writable_spec = writable
+        self._same_device = bool(same_device)
+        self._scalar_types_spec = scalar_types
         self._ready = False
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
@@ -257,7 +278,9 @@ cdef class _ViewableFunction:
                 raise ValueError(f"viewable(): {fname}: {parameter.name!r} cannot be both the "
                                  "stream and a viewed argument")
             stream_param = _make_param(parameter, index)
-        _lookup_view()
+        if self._launch_name is not None:
+            self._prepare_launch(fname, by_name, params)
+        self._fname = fname
         # Published last: a concurrent first call either prepares again (same result) or sees
         # complete fields.
         self._params = tuple(params)
@@ -265,16 +288,55 @@ cdef class _ViewableFunction:
         self._ready = True
         return 0
 
-    cdef object _convert(self, _Param p, object obj, object stream):
-        try:
-            if stream is None:
-                return _view(obj)
-            return _view(obj, stream)
-        except (TypeError, ValueError, BufferError) as exc:
-            cls = (TypeError if isinstance(exc, TypeError)
-                   else ValueError if isinstance(exc, ValueError) else BufferError)
-            raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
-                      f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
+    cdef int _prepare_launch(self, str fname, dict by_name, list params) except -1:
+        entry = by_name.get(self._launch_name)
+        if entry is None:
+            raise TypeError(f"viewable(): {fname} has no parameter named "
+                            f"{self._launch_name!r} (for the LaunchArgs record)")
+        parameter, index = entry
+        if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            raise TypeError(f"viewable(): {fname}: the LaunchArgs record is passed by keyword, "
+                            f"so {parameter} must be a parameter that takes a keyword")
+        requested = list(self._requested)
+        writable = self._writable_spec
+        if writable is True or writable is False or writable is None:
+            self._writable = bool(writable)
+        elif isinstance(writable, (str, int)):
+            raise TypeError("viewable(writable=...) takes a bool or a collection of designated "
+                            f"arguments, got {writable!r}")
+        else:
+            positions = []
+            for item in writable:
+                if item not in requested:
+                    raise ValueError(f"viewable(): writable names {item!r}, which is not one "
+                                     f"of the designated arguments {tuple(requested)}")
+                positions.append(requested.index(item))
+            self._writable = tuple(positions)
+        spec = self._scalar_types_spec
+        if spec is None:
+            self._scalar_types = None
+        elif isinstance(spec, dict):
+            aligned = [None] * len(requested)
+            for item, ctype in spec.items():
+                if item not in requested:
+                    raise ValueError(f"viewable(): scalar_types names {item!r}, which is not "
+                                     f"one of the designated arguments {tuple(requested)}")
+                aligned[requested.index(item)] = ctype
+            self._scalar_types = tuple(aligned)
+        else:
+            raise TypeError("viewable(scalar_types=...) takes a dict {designated argument: C "
+                            f"type name}}, got {type(spec).__name__}")
+        names = []
+        for designated in params:
+            names.append((<_Param> designated).name)
+        self._names = tuple(names)
+        return 0
+
+    cdef int _raise_unviewable(self, _Param p, object obj, object exc) except -1:
+        cls = (TypeError if isinstance(exc, TypeError)
+               else ValueError if isinstance(exc, ValueError) else BufferError)
+        raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
+                  f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
 
     def __call__(self, *args, **kwargs):
         # Reached only through an explicit ``wrapper.__call__(...)``: calling the wrapper itself
@@ -303,6 +365,7 @@ cdef object _viewable_call(object wrapper, object args_obj, PyObject* kwds):
     cdef tuple args = <tuple> args_obj
     cdef object kwargs = None if kwds == NULL else <object> kwds
     cdef _Param p
+    cdef _Param current = None
     cdef tuple new_args = None
     cdef object new_kwargs = None
     cdef object stream = None
@@ -316,49 +379,93 @@ cdef object _viewable_call(object wrapper, object args_obj, PyObject* kwds):
             stream = self._stream.default
             if stream is _EMPTY:
                 stream = None
-    for p in self._params:
-        obj = _given(p, args, kwargs)
-        if obj is _EMPTY:
-            # Left to the function's own default (not converted; see viewable()).
-            continue
-        if obj is None and p.none_ok:
-            continue
-        if stream is None and type(obj) is StridedMemoryView:
-            continue
-        converted = self._convert(p, obj, stream)
-        if converted is obj:
-            continue
-        nargs = PyTuple_GET_SIZE(args)
-        if 0 <= p.position < nargs:
-            if new_args is None:
-                new_args = PyTuple_New(nargs)
-                for i in range(nargs):
-                    item = <object> PyTuple_GET_ITEM(args, i)
-                    Py_INCREF(item)  # PyTuple_SET_ITEM steals it
-                    PyTuple_SET_ITEM(new_args, i, item)
-            old = PyTuple_GET_ITEM(new_args, p.position)
-            Py_INCREF(converted)
-            PyTuple_SET_ITEM(new_args, p.position, converted)
-            Py_XDECREF(old)
-        else:
-            # The caller's dict is not ours to change (a C caller may reuse it): copy once.
-            if new_kwargs is None:
-                new_kwargs = PyDict_Copy(kwargs)
-            PyDict_SetItem(new_kwargs, p.keyword, converted)
+    if self._launch_name is not None:
+        return _launch_call(self, args, kwargs, stream)
+    obj = None
+    # One try for the whole loop (entering a try block costs a little on every pass).
+    try:
+        for p in self._params:
+            obj = _given(p, args, kwargs)
+            if obj is _EMPTY:
+                # Left to the function's own default (not converted; see viewable()).
+                continue
+            if obj is None and p.none_ok:
+                continue
+            if stream is None and type(obj) is StridedMemoryView:
+                continue
+            current = p
+            converted = view_object(obj, stream)
+            current = None
+            if converted is obj:
+                continue
+            nargs = PyTuple_GET_SIZE(args)
+            if 0 <= p.position < nargs:
+                if new_args is None:
+                    new_args = PyTuple_New(nargs)
+                    for i in range(nargs):
+                        item = <object> PyTuple_GET_ITEM(args, i)
+                        Py_INCREF(item)  # PyTuple_SET_ITEM steals it
+                        PyTuple_SET_ITEM(new_args, i, item)
+                old = PyTuple_GET_ITEM(new_args, p.position)
+                Py_INCREF(converted)
+                PyTuple_SET_ITEM(new_args, p.position, converted)
+                Py_XDECREF(old)
+            else:
+                # The caller's dict is not ours to change (a C caller may reuse it): copy once.
+                if new_kwargs is None:
+                    new_kwargs = PyDict_Copy(kwargs)
+                PyDict_SetItem(new_kwargs, p.keyword, converted)
+    except (TypeError, ValueError, BufferError) as exc:
+        if current is None:
+            raise
+        self._raise_unviewable(current, obj, exc)
     if new_kwargs is not None:
         kwds = <PyObject*> new_kwargs
     return _call_with(self.func, args if new_args is None else new_args, kwds)
 
 
+cdef object _launch_call(_ViewableFunction self, tuple args, object kwargs, object stream):
+    # Launch mode: the designated arguments, in designation order, become one LaunchArgs record
+    # passed as the keyword `self._launch_name`; the arguments themselves arrive unchanged.
+    cdef _Param p
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(self._params)
+    cdef tuple values = PyTuple_New(n)
+    for i in range(n):
+        p = <_Param> PyTuple_GET_ITEM(self._params, i)
+        obj = _given(p, args, kwargs)
+        if obj is _EMPTY:
+            obj = p.default
+            if obj is _EMPTY:
+                # A required argument is missing: the call itself reports it, as Python does.
+                return _call_with(self.func, args,
+                                  NULL if kwargs is None else <PyObject*> kwargs)
+        Py_INCREF(obj)
+        PyTuple_SET_ITEM(values, i, obj)
+    if kwargs and PyDict_GetItem(kwargs, self._launch_name) != NULL:
+        raise TypeError(f"{self._fname}: {self._launch_name!r} receives the LaunchArgs record "
+                        "made by @viewable; do not pass it")
+    record = build_launch_args(values, stream, self._policy, self._writable, self._same_device,
+                               self._scalar_types, self._fname, self._names)
+    new_kwargs = PyDict_Copy(kwargs) if kwargs else {}
+    PyDict_SetItem(new_kwargs, self._launch_name, record)
+    return _call_with(self.func, args, <PyObject*> new_kwargs)
+
+
 (<_CallSlot*> _ViewableFunction).tp_call = <ternaryfunc> _viewable_call
 
 
-def viewable(*names_or_indices, stream=None):
-    """Decorator: the designated arguments reach the function as :class:`StridedMemoryView`.
+def viewable(*names_or_indices, stream=None, launch=None, key="static", writable=False,
+             same_device=False, scalar_types=None):
+    """Decorator: the designated arguments reach the function as views, or as one launch record.
 
-    On every call each designated argument ``arg`` is replaced by
-    ``interop_core.view(arg, stream=...)``, so the function body sees pointer, shape, strides and
-    dtype whatever framework the caller used (torch, cupy, numpy, jax, a plugin's type, ...).
+    View mode (the default): on every call each designated argument ``arg`` is replaced by
+    ``interop_core.view(arg, stream=...)``, so the function body sees pointer, shape, strides
+    and dtype whatever framework the caller used (torch, cupy, numpy, jax, a plugin's type, ...).
+
+    Launch mode (``launch="record"``): the designated arguments arrive unchanged, and the
+    parameter named by ``launch`` receives ``interop_core.launch_args(designated, stream=...,
+    key=...)``, a :class:`~interop_core.LaunchArgs` of the designated arguments in the order
+    they are designated (specialization key, pointer arrays, ordered consumer stream).
 
     Parameters
     ----------
@@ -368,7 +475,14 @@ def viewable(*names_or_indices, stream=None):
     stream : str, optional
         Name of the function's parameter that holds the consumer stream. Its value on each call
         (the parameter's default when the caller leaves it out) is passed as ``stream=`` to
-        ``view()``; ``None`` means no stream ordering.
+        ``view()`` / ``launch_args()``; ``None`` means no stream ordering.
+    launch : str, optional
+        Launch mode: the name of the parameter (taking a keyword) that receives the
+        :class:`~interop_core.LaunchArgs` record.
+    key, writable, same_device, scalar_types
+        Launch mode only, as for :func:`~interop_core.launch_args`; ``writable`` is ``True`` or
+        a collection of designated arguments (spelt as designated), ``scalar_types`` a dict
+        ``{designated argument: C type name}``.
 
     Returns
     -------
@@ -402,11 +516,22 @@ def viewable(*names_or_indices, stream=None):
     ...     return x.shape, out.ptr == out.owner.ctypes.data
     >>> scale(np.ones((2, 3)), out=np.empty((2, 3)))
     ((2, 3), True)
+    >>> @interop_core.viewable("out", "x", "factor", launch="record")
+    ... def scale2(out, x, factor, *, record=None):
+    ...     return record.key == interop_core.launch_args([out, x, factor]).key
+    >>> scale2(np.empty(3), np.ones(3), 2.0)
+    True
     """
     requested = tuple(names_or_indices)
-    _check_request(requested, stream)
+    _check_request(requested, stream, launch)
+    key_policy(key)
+    if launch is None and (key != "static" or writable is not False or same_device
+                           or scalar_types is not None):
+        raise TypeError("viewable(): key, writable, same_device and scalar_types apply to launch "
+                        "mode only; name the parameter receiving the record with launch='...'")
 
     def decorate(func):
-        return _ViewableFunction(func, requested, stream)
+        return _ViewableFunction(func, requested, stream, launch, key, writable, same_device,
+                                 scalar_types)
 
     return decorate
