@@ -211,9 +211,20 @@ cdef object _read_dlpack(object obj, object stream, ViewRecord* rec):
     return read_dlpack(obj, stream, rec)
 
 
+# Tensors without memory meet a launcher when torch.compile / export / make_fx trace it.
+_CUSTOM_OP_HINT = (
+    "to call a kernel launcher from code torch.compile traces, register the launcher as a "
+    "torch.library.custom_op with a fake implementation (register_fake): the compiled graph "
+    "then calls it with real tensors")
+
+
 cdef str _unusable_reason(object obj):
     """Why the memory of `obj` does not mean what its metadata says, or None."""
     torch = _torch_module()
+    is_functional = getattr(torch, "_is_functional_tensor", None)
+    if is_functional is not None and is_functional(obj):
+        return ("is a functional tensor wrapper (functionalization, as torch.compile's tracing "
+                f"does) with no memory of its own; {_CUSTOM_OP_HINT}")
     if obj.is_nested:
         return "is a nested tensor (its memory is not one strided array)"
     if obj.layout is not torch.strided:
@@ -223,7 +234,7 @@ cdef str _unusable_reason(object obj):
         return (f"is quantized ({obj.dtype}); its memory holds integers that mean scaled "
                 "values; call .dequantize() or .int_repr() first")
     if obj.is_meta:
-        return "is on the meta device and has no memory"
+        return f"is on the meta device and has no memory; {_CUSTOM_OP_HINT}"
     if obj.is_conj():
         return ("has its conjugate bit set (its memory holds the unconjugated values); call "
                 ".resolve_conj() first")

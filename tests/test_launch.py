@@ -5,8 +5,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import pickle
-import shutil
-import subprocess
 import weakref
 
 import numpy as np
@@ -126,46 +124,7 @@ def test_memory_read_through_dlpack_stays_alive_with_the_record():
     assert list(data) == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
-# -- a C function called through ctypes ---------------------------------------------------------
-
-C_SOURCE = r"""
-#include <stdint.h>
-/* args: float* out, const float* x, const float* y, double* a, int64_t* n (the pointer form) */
-void axpy_pointers(void** args) {
-    float* out = (float*) args[0];
-    const float* x = (const float*) args[1];
-    const float* y = (const float*) args[2];
-    double a = *(double*) args[3];
-    int64_t n = *(int64_t*) args[4];
-    for (int64_t i = 0; i < n; ++i) out[i] = (float) (a * x[i] + y[i]);
-}
-/* params: a pointer to each argument's value (cuLaunchKernel's kernelParams form) */
-void axpy_params(void** params) {
-    float* out = *(float**) params[0];
-    const float* x = *(const float**) params[1];
-    const float* y = *(const float**) params[2];
-    float a = *(float*) params[3];
-    int32_t n = *(int32_t*) params[4];
-    for (int32_t i = 0; i < n; ++i) out[i] = a * x[i] + y[i];
-}
-"""
-
-
-@pytest.fixture(scope="module")
-def c_library(tmp_path_factory):
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no C compiler (cc / gcc) on this machine to build the test's C function")
-    folder = tmp_path_factory.mktemp("axpy")
-    (folder / "axpy.c").write_text(C_SOURCE)
-    library = folder / "libaxpy.so"
-    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(library),
-                    str(folder / "axpy.c")], check=True)
-    lib = ctypes.CDLL(str(library))
-    for name in ("axpy_pointers", "axpy_params"):
-        getattr(lib, name).argtypes = [ctypes.c_void_p]
-        getattr(lib, name).restype = None
-    return lib
+# -- a C function called through ctypes (examples/axpy.c, built by the c_library fixture) ----
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
@@ -176,12 +135,10 @@ def test_a_c_function_computes_axpy_over_the_pointer_array(c_library, framework,
     y = np.full(n, 0.5, dtype=np.float32)
     out = np.zeros(n, dtype=np.float32)
     args = [_host(framework, out), _host(framework, x), _host(framework, y), 2.0, n]
+    record = launch_args(args, writable=(0,), scalar_types=(None, None, None, "float32", None))
     if form == "pointers":
-        record = launch_args(args, writable=(0,))
         c_library.axpy_pointers(record.address)
     else:
-        record = launch_args(args, writable=(0,), scalar_types=(None, None, None, "float32",
-                                                                 "int32"))
         c_library.axpy_params(record.kernel_params_address)
     np.testing.assert_array_equal(out, 2.0 * x + 0.5)
 

@@ -352,10 +352,12 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
     except (TypeError, ValueError, BufferError) as exc:
         if not reading:
             raise
-        cls = (TypeError if isinstance(exc, TypeError)
-               else ValueError if isinstance(exc, ValueError) else BufferError)
-        raise cls(f"{r._label(i)} ({_type_name(obj)}) is not a scalar (int, float, "
-                  f"bool, None) and cannot be viewed: {exc}") from exc
+        if isinstance(exc, TypeError):
+            # Nothing reads this type: say what else an argument may be.
+            raise TypeError(f"{r._label(i)} ({_type_name(obj)}) is not a scalar (int, float, "
+                            f"bool, None) and cannot be viewed: {exc}") from exc
+        cls = ValueError if isinstance(exc, ValueError) else BufferError
+        raise cls(f"{r._label(i)} ({_type_name(obj)}) cannot be viewed: {exc}") from exc
     if writable is not False and writable is not None:
         _check_writable(r, writable)
     if canonical is not None:
