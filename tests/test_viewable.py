@@ -613,3 +613,30 @@ def test_launch_mode_needs_an_existing_keyword_parameter():
 
     with pytest.raises(TypeError, match="passed by keyword"):
         g(_array(), None)
+
+
+def test_many_designated_arguments_by_position_and_keyword():
+    names = [f"a{i}" for i in range(30)]
+    namespace = {}
+    exec(f"def f({', '.join(names)}):\n    return ({', '.join(names)},)", namespace)
+    f = viewable(*names)(namespace["f"])
+    arrays = [_array(i + 1) for i in range(30)]
+    got = f(*arrays[:20], **{n: a for n, a in zip(names[20:], arrays[20:], strict=True)})
+    assert [v.shape for v in got] == [(i + 1,) for i in range(30)]
+    assert all(v.owner is a for v, a in zip(got, arrays, strict=True))
+
+
+def test_calls_that_fail_midway_leak_no_references():
+    import sys
+
+    @viewable("x", "y", "z")
+    def f(x, y, z):
+        return x
+
+    a = _array()
+    before = sys.getrefcount(a)
+    for _ in range(100):
+        with pytest.raises(TypeError, match="argument 'z'"):
+            f(a, y=a, z="not viewable")
+        f(a, a, z=a)
+    assert sys.getrefcount(a) == before

@@ -15,15 +15,21 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
            "format_budget", "format_section", "plot", "within_budget"]
 
 # The DESIGN.md performance budget: (line, budget, groups that measure it, most relevant first,
-# our path, peer paths).  A budget is ns, or the name of another path of the same group whose
-# time in the same run is the budget.  A GPU run has the CUDA groups; a CPU run the host ones.
+# our path, peer paths).  A budget is ns, the name of another path of the same group whose time
+# in the same run is the budget, or (that name, factor, ns added): factor × its time + ns.  A
+# GPU run has the CUDA groups; a CPU run the host ones.
 # The same-stream line compares two calls that differ only in that decision: an int handle
 # naming the producer's stream against -1 (an int meaning "no synchronisation"), both resolved
 # the same way; `view()` and `view(x, None)` are shown beside them.
 # A relative budget compares the two paths round by round (their batches were taken in turn):
 # it is kept when ours is not measurably slower, i.e. in at least a quarter of the rounds ours
-# took no longer than the reference (the lower quartile of the paired ratios is at most 1).
-BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ...] = (
+# took no longer than the reference's budget (the lower quartile of the paired ratios ours /
+# (factor × reference + ns) is at most 1).
+_LAUNCH_GROUPS = ("launch(16 × torch cuda)", "launch(16 × torch cpu)")
+_ACCESSOR_GROUPS = ("view accessors (torch cuda)", "view accessors (torch cpu)")
+_BARE = "bare attribute read (view.owner)"
+BUDGET: tuple[tuple[str, float | str | tuple[str, float, float], tuple[str, ...], str,
+                    tuple[str, ...]], ...] = (
     ("view(torch tensor, CPU)", 100, ("view(torch cpu)",), "interop_core view()",
      ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
     ("view(torch tensor, CUDA)", 100, ("view(torch cuda)",), "interop_core view()",
@@ -48,6 +54,19 @@ BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ..
      ("torch.from_dlpack",)),
     ("`import interop_core`", 30e6, ("import interop_core",),
      "interop_core (fresh interpreter)", ()),
+    ("launch_args, 16 torch args, key + pointers", ("view() loop, no key", 1.2, 0.0),
+     _LAUNCH_GROUPS, "interop_core launch_args (key + pointers)",
+     ("view() loop + tuple key + pointers", "Helion's fast key (torch API)",
+      "cuda.core from_dlpack loop")),
+    ("launch_args, each extra torch argument", 60,
+     ("launch: per extra torch argument (cuda)", "launch: per extra torch argument (cpu)"),
+     "interop_core launch_args (key + pointers)", ()),
+    ("`@viewable`, view mode, 16 torch args", ("view() loop, no key", 1.1, 0.0), _LAUNCH_GROUPS,
+     "interop_core @viewable (view mode)", ()),
+    ("view.shape", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.shape", (_BARE,)),
+    ("view.strides", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.strides", (_BARE,)),
+    ("view.strides_in_bytes", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.strides_in_bytes",
+     (_BARE,)),
 )
 
 SECTION_TITLES = {
@@ -56,6 +75,7 @@ SECTION_TITLES = {
     "stream": "view() with a consumer stream (ordered after the producer)",
     "to": "to(): zero-copy handoff between frameworks",
     "viewable": "@viewable on a kernel-launch-like function (1, 4, 16 tensor arguments)",
+    "launch": "the launch path: launch_args, @viewable and hand-written launchers; view accessors",
     "ndim": "cost against the number of dimensions",
     "threads": "threads viewing at once (ns per call seen by each thread)",
     "dispatch": "what the exact-type table lookup adds (measured in C, paired blocks)",
@@ -151,11 +171,14 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
         ours = by_key.get((group, ours_name)) if group is not None else None
         if ours is not None:
             row["ours_ns"], row["ours_note"] = ours.ns, ours.note
-        if isinstance(budget, str):
-            reference = by_key.get((group, budget))
-            row["budget_ns"] = None if reference is None else reference.ns
-            row["budget_path"] = budget
-            row["paired_ratio"] = _paired_ratio(ours, reference)
+        if isinstance(budget, (str, tuple)):
+            path, factor, plus = (budget, 1.0, 0.0) if isinstance(budget, str) else budget
+            reference = by_key.get((group, path))
+            row["budget_ns"] = (None if reference is None or reference.ns is None
+                                else reference.ns * factor + plus)
+            row["budget_path"] = path
+            row["budget_factor"], row["budget_plus"] = factor, plus
+            row["paired_ratio"] = _paired_ratio(ours, reference, factor, plus)
         if group is not None:
             for peer in peer_names:
                 p = by_key.get((group, peer))
@@ -165,14 +188,16 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
     return rows
 
 
-def _paired_ratio(ours: Measurement | None, reference: Measurement | None) -> tuple | None:
-    """(lower quartile, median, upper quartile) of ours / reference, round by round."""
+def _paired_ratio(ours: Measurement | None, reference: Measurement | None,
+                  factor: float = 1.0, plus: float = 0.0) -> tuple | None:
+    """(lower quartile, median, upper quartile) of ours / (factor × reference + plus), round
+    by round."""
     if ours is None or reference is None:
         return None
     a, b = ours.extra.get("rounds"), reference.extra.get("rounds")
     if not a or not b or len(a) != len(b) or min(b) <= 0:
         return None
-    ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+    ratios = sorted(x / (factor * y + plus) for x, y in zip(a, b, strict=True))
     if len(ratios) < 3:
         return None
     q1, q2, q3 = statistics.quantiles(ratios, n=4)
@@ -193,9 +218,15 @@ def budget_text(row: dict) -> str:
     """A row's budget: ns, and for a relative budget the path whose time it is."""
     if row["budget_path"] is None:
         return _fmt_ns(row["budget_ns"])
+    factor, plus = row.get("budget_factor", 1.0), row.get("budget_plus", 0.0)
+    rule = row["budget_path"]
+    if factor != 1.0:
+        rule = f"{factor:g} × {rule}"
+    if plus:
+        rule = f"{rule} + {plus:g} ns"
     if row["budget_ns"] is None:
-        return f"≤ {row['budget_path']} of the same run"
-    text = f"{_fmt_ns(row['budget_ns'])} ({row['budget_path']})"
+        return f"≤ {rule} of the same run"
+    text = f"{_fmt_ns(row['budget_ns'])} ({rule})"
     paired = row.get("paired_ratio")
     if paired is not None:
         text += f"; ours / it, per round: {paired[1]:.2f} (quartiles {paired[0]:.2f}–{paired[2]:.2f})"

@@ -6,9 +6,12 @@
 # tuple of small C records, and each call only looks at the designated positions / keywords and
 # calls the registry's view entry point (or build_launch_args) directly, without a Python call.
 
-from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_New, PyDict_SetItem
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.unicode cimport PyUnicode_Compare
+from libc.string cimport memcpy
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 from ..core._view cimport StridedMemoryView
@@ -23,9 +26,19 @@ cdef extern from "Python.h":
     # kwargs may be NULL (no keywords): no empty dict is made for the forwarded call.
     object _call_with "PyObject_Call"(object callable, object args, PyObject* kwargs)
     ctypedef PyObject* (*ternaryfunc)(PyObject*, PyObject*, PyObject*)
-    # Only the slot we set; the real struct is CPython's.
+    # The vectorcall protocol (PEP 590): arguments in a C array, keyword names in a tuple.
+    ctypedef PyObject* (*vectorcallfunc)(PyObject* callable, PyObject** args, size_t nargsf,
+                                         PyObject* kwnames)
+    Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
+    object _vectorcall "PyObject_Vectorcall"(object callable, PyObject** args, size_t nargsf,
+                                              PyObject* kwnames)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+    unsigned long Py_TPFLAGS_HAVE_VECTORCALL
+    # Only the slots we set; the real struct is CPython's.
     ctypedef struct _CallSlot "PyTypeObject":
         ternaryfunc tp_call
+        Py_ssize_t tp_vectorcall_offset
+        unsigned long tp_flags
 
 # Parameter kinds, as inspect.Parameter numbers them (mirrored so the hot path compares C ints).
 cdef enum:
@@ -198,6 +211,8 @@ cdef class _ViewableFunction:
     cdef object _scalar_types
     cdef tuple _names
     cdef str _fname
+    # This wrapper's vectorcall entry point (read by CPython through tp_vectorcall_offset).
+    cdef vectorcallfunc _vectorcall_entry
     # Holds the copied function metadata (__name__, __doc__, ...); owned by this wrapper.
     cdef dict __dict__
 
@@ -216,6 +231,7 @@ cdef class _ViewableFunction:
         self._same_device = bool(same_device)
         self._scalar_types_spec = scalar_types
         self._ready = False
+        self._vectorcall_entry = <vectorcallfunc> _viewable_vectorcall
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
                 value = getattr(func, attr)
@@ -451,7 +467,134 @@ cdef object _launch_call(_ViewableFunction self, tuple args, object kwargs, obje
     return _call_with(self.func, args, <PyObject*> new_kwargs)
 
 
-(<_CallSlot*> _ViewableFunction).tp_call = <ternaryfunc> _viewable_call
+cdef enum:
+    STACK_ARGS = 24     # arguments copied on the C stack; more go to a PyMem block
+
+
+cdef Py_ssize_t _keyword_slot(object keyword, PyObject* kwnames) except -2:
+    # Where `keyword` sits among the call's keyword names, or -1.  Names are usually the same
+    # interned str objects as the signature's; equal strs that are not are found by value.
+    cdef Py_ssize_t j, n = PyTuple_GET_SIZE(<object> kwnames)
+    for j in range(n):
+        if PyTuple_GET_ITEM(<object> kwnames, j) == <PyObject*> keyword:
+            return j
+    for j in range(n):
+        if PyUnicode_Compare(<object> PyTuple_GET_ITEM(<object> kwnames, j), keyword) == 0:
+            return j
+    return -1
+
+
+cdef PyObject** _slot_of(_Param p, PyObject** args, Py_ssize_t nargs,
+                         PyObject* kwnames) except? NULL:
+    # The argument array slot holding `p` in this call, or NULL when the call leaves it out.
+    cdef Py_ssize_t j
+    if 0 <= p.position < nargs:
+        return &args[p.position]
+    if p.keyword is not None and kwnames != NULL:
+        j = _keyword_slot(p.keyword, kwnames)
+        if j >= 0:
+            return &args[nargs + j]
+    return NULL
+
+
+cdef object _viewable_vectorcall(object wrapper, PyObject** args, size_t nargsf,
+                                 PyObject* kwnames):
+    # The vectorcall entry point: the caller's argument array is copied once (pointers only),
+    # converted slots are replaced in the copy, and the function is called with it; no tuple
+    # or dict is built.  Launch mode goes through the tuple / dict path (it builds a dict to
+    # pass the record anyway).
+    cdef _ViewableFunction self = <_ViewableFunction> wrapper
+    cdef Py_ssize_t nargs = PyVectorcall_NARGS(nargsf)
+    cdef Py_ssize_t nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object> kwnames)
+    cdef Py_ssize_t total = nargs + nkw, i, owned_count = 0
+    cdef PyObject* stack_copy[STACK_ARGS + 1]
+    cdef PyObject* stack_owned[STACK_ARGS]
+    cdef PyObject** copy = stack_copy
+    cdef PyObject** owned = stack_owned
+    cdef PyObject** slot
+    cdef _Param p
+    cdef _Param current = None
+    cdef object stream = None
+    if not self._ready:
+        self._prepare()
+    if self._launch_name is not None:
+        return _tuple_call(self, args, nargs, kwnames)
+    if total > STACK_ARGS:
+        copy = <PyObject**> PyMem_Malloc((2 * total + 1) * sizeof(PyObject*))
+        if copy == NULL:
+            raise MemoryError()
+        owned = copy + total + 1
+    try:
+        # One slot in front, so the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET).
+        memcpy(copy + 1, args, total * sizeof(PyObject*))
+        if self._stream is not None:
+            slot = _slot_of(self._stream, copy + 1, nargs, kwnames)
+            if slot != NULL:
+                stream = <object> slot[0]
+            elif self._stream.default is not _EMPTY:
+                stream = self._stream.default
+        obj = None
+        try:
+            for p in self._params:
+                slot = _slot_of(p, copy + 1, nargs, kwnames)
+                if slot == NULL:
+                    continue        # left to the function's own default (not converted)
+                obj = <object> slot[0]
+                if obj is None and p.none_ok:
+                    continue
+                if stream is None and type(obj) is StridedMemoryView:
+                    continue
+                current = p
+                converted = view_object(obj, stream)
+                current = None
+                if converted is obj:
+                    continue
+                Py_INCREF(converted)            # owned by `owned` until the call returns
+                owned[owned_count] = <PyObject*> converted
+                owned_count += 1
+                slot[0] = <PyObject*> converted
+        except (TypeError, ValueError, BufferError) as exc:
+            if current is None:
+                raise
+            self._raise_unviewable(current, obj, exc)
+        return _vectorcall(self.func, copy + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames)
+    finally:
+        for i in range(owned_count):
+            Py_DECREF(<object> owned[i])
+        if copy != stack_copy:
+            PyMem_Free(copy)
+
+
+cdef object _tuple_call(_ViewableFunction self, PyObject** args, Py_ssize_t nargs,
+                        PyObject* kwnames):
+    # A vectorcall turned into the tuple / dict form of _viewable_call.
+    cdef Py_ssize_t i, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object> kwnames)
+    cdef tuple positional = PyTuple_New(nargs)
+    for i in range(nargs):
+        Py_INCREF(<object> args[i])
+        PyTuple_SET_ITEM(positional, i, <object> args[i])
+    if nkw == 0:
+        return _viewable_call(self, positional, NULL)
+    kwargs = PyDict_New()
+    for i in range(nkw):
+        PyDict_SetItem(kwargs, <object> PyTuple_GET_ITEM(<object> kwnames, i),
+                       <object> args[nargs + i])
+    return _viewable_call(self, positional, <PyObject*> kwargs)
+
+
+cdef int _install_call_slots() except -1:
+    # tp_call for callers using the tuple protocol; vectorcall (at the offset of each wrapper's
+    # _vectorcall_entry field, the same in every instance) for everyone else.
+    cdef _ViewableFunction probe = _ViewableFunction.__new__(_ViewableFunction)
+    cdef _CallSlot* slots = <_CallSlot*> _ViewableFunction
+    slots.tp_call = <ternaryfunc> _viewable_call
+    slots.tp_vectorcall_offset = <Py_ssize_t> (
+        <char*> &probe._vectorcall_entry - <char*> <PyObject*> probe)
+    slots.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL
+    return 0
+
+
+_install_call_slots()
 
 
 def viewable(*names_or_indices, stream=None, launch=None, key="static", writable=False,
