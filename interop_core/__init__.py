@@ -12,6 +12,7 @@ from .handoff._handoff import to
 from .launch._launch import LaunchArgs, launch_args
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
+from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
 from .registry._registry import view
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "LaunchKey",
     "StridedLayout",
     "StridedMemoryView",
+    "get_include",
     "hookimpl",
     "launch_args",
     "plugin_status",
@@ -31,6 +33,20 @@ __all__ = [
     "viewable",
 ]
 __version__ = "0.1.0"
+
+
+def get_include():
+    """The folder holding ``interop_core.h``, the C ABI for compiled readers.
+
+    Returns
+    -------
+    str
+        Pass it as ``include_dirs`` when building a plugin's extension; a Cython plugin
+        cimports the same declarations from ``interop_core.abi``.
+    """
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "include")
 
 
 def __getattr__(name):

@@ -15,20 +15,22 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
            "format_budget", "format_section", "plot", "within_budget"]
 
 # The DESIGN.md performance budget: (line, budget, groups that measure it, most relevant first,
-# our path, peer paths).  A budget is ns, the name of another path of the same group whose time
-# in the same run is the budget, or (that name, factor, ns added): factor × its time + ns.  A
-# GPU run has the CUDA groups; a CPU run the host ones.
+# our path, peer paths).  A budget is ns, or the name of another path of the same group whose
+# time in the same run is the budget.  A GPU run has the CUDA groups; a CPU run the host ones.
 # The same-stream line compares two calls that differ only in that decision: an int handle
 # naming the producer's stream against -1 (an int meaning "no synchronisation"), both resolved
 # the same way; `view()` and `view(x, None)` are shown beside them.
 # A relative budget compares the two paths round by round (their batches were taken in turn):
 # it is kept when ours is not measurably slower, i.e. in at least a quarter of the rounds ours
-# took no longer than the reference's budget (the lower quartile of the paired ratios ours /
-# (factor × reference + ns) is at most 1).
+# took no longer than the reference (the lower quartile of the paired ratios is at most 1).
+# A relative budget with a factor, (path, factor), allows ours that many times the reference
+# (the lower quartile of the paired ratios is at most the factor); (path, factor, ns) allows
+# that many ns more on top (the paired ratios are then of ours minus those ns).
 _LAUNCH_GROUPS = ("launch(16 × torch cuda)", "launch(16 × torch cpu)")
 _ACCESSOR_GROUPS = ("view accessors (torch cuda)", "view accessors (torch cpu)")
 _BARE = "bare attribute read (view.owner)"
-BUDGET: tuple[tuple[str, float | str | tuple[str, float, float], tuple[str, ...], str,
+BUDGET: tuple[tuple[str, float | str | tuple[str, float] | tuple[str, float, float],
+                    tuple[str, ...], str,
                     tuple[str, ...]], ...] = (
     ("view(torch tensor, CPU)", 100, ("view(torch cpu)",), "interop_core view()",
      ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
@@ -54,14 +56,18 @@ BUDGET: tuple[tuple[str, float | str | tuple[str, float, float], tuple[str, ...]
      ("torch.from_dlpack",)),
     ("`import interop_core`", 30e6, ("import interop_core",),
      "interop_core (fresh interpreter)", ()),
-    ("launch_args, 16 torch args, key + pointers", ("view() loop, no key", 1.2, 0.0),
+    ("third-party compiled reader (public C ABI) vs a first-party one", (
+        "view(numpy.ndarray): first-party reader", 1.1),
+     ("readers: public C ABI, third party vs first party",),
+     "view(bytetensor.CTensor): third-party C reader", ()),
+    ("launch_args, 16 torch args, key + pointers", ("view() loop, no key", 1.2),
      _LAUNCH_GROUPS, "interop_core launch_args (key + pointers)",
      ("view() loop + tuple key + pointers", "Helion's fast key (torch API)",
       "cuda.core from_dlpack loop")),
     ("launch_args, each extra torch argument", 60,
      ("launch: per extra torch argument (cuda)", "launch: per extra torch argument (cpu)"),
      "interop_core launch_args (key + pointers)", ()),
-    ("`@viewable`, view mode, 16 torch args", ("view() loop, no key", 1.1, 0.0), _LAUNCH_GROUPS,
+    ("`@viewable`, view mode, 16 torch args", ("view() loop, no key", 1.1), _LAUNCH_GROUPS,
      "interop_core @viewable (view mode)", ()),
     ("view.shape", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.shape", (_BARE,)),
     ("view.strides", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.strides", (_BARE,)),
@@ -166,19 +172,21 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
     rows = []
     for line, budget, candidates, ours_name, peer_names in BUDGET:
         group = next((g for g in candidates if g in groups), None)
+        factor, plus = 1.0, 0.0
+        if isinstance(budget, tuple):
+            budget, factor, plus = (*budget, 0.0) if len(budget) == 2 else budget
         row = {"line": line, "budget_ns": budget, "budget_path": None, "group": group,
-               "ours_ns": None, "ours_note": "", "peers": []}
+               "ours_ns": None, "ours_note": "", "peers": [], "budget_factor": factor,
+               "budget_plus": plus}
         ours = by_key.get((group, ours_name)) if group is not None else None
         if ours is not None:
             row["ours_ns"], row["ours_note"] = ours.ns, ours.note
-        if isinstance(budget, (str, tuple)):
-            path, factor, plus = (budget, 1.0, 0.0) if isinstance(budget, str) else budget
-            reference = by_key.get((group, path))
+        if isinstance(budget, str):
+            reference = by_key.get((group, budget))
             row["budget_ns"] = (None if reference is None or reference.ns is None
                                 else reference.ns * factor + plus)
-            row["budget_path"] = path
-            row["budget_factor"], row["budget_plus"] = factor, plus
-            row["paired_ratio"] = _paired_ratio(ours, reference, factor, plus)
+            row["budget_path"] = budget
+            row["paired_ratio"] = _paired_ratio(ours, reference, plus)
         if group is not None:
             for peer in peer_names:
                 p = by_key.get((group, peer))
@@ -189,15 +197,14 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
 
 
 def _paired_ratio(ours: Measurement | None, reference: Measurement | None,
-                  factor: float = 1.0, plus: float = 0.0) -> tuple | None:
-    """(lower quartile, median, upper quartile) of ours / (factor × reference + plus), round
-    by round."""
+                  plus: float = 0.0) -> tuple | None:
+    """(lower quartile, median, upper quartile) of (ours - plus) / reference, round by round."""
     if ours is None or reference is None:
         return None
     a, b = ours.extra.get("rounds"), reference.extra.get("rounds")
     if not a or not b or len(a) != len(b) or min(b) <= 0:
         return None
-    ratios = sorted(x / (factor * y + plus) for x, y in zip(a, b, strict=True))
+    ratios = sorted((x - plus) / y for x, y in zip(a, b, strict=True))
     if len(ratios) < 3:
         return None
     q1, q2, q3 = statistics.quantiles(ratios, n=4)
@@ -210,7 +217,7 @@ def within_budget(row: dict) -> bool:
         return False
     paired = row.get("paired_ratio")
     if paired is not None:
-        return paired[0] <= 1.0
+        return paired[0] <= row.get("budget_factor", 1.0)
     return row["ours_ns"] <= row["budget_ns"]
 
 
@@ -229,7 +236,9 @@ def budget_text(row: dict) -> str:
     text = f"{_fmt_ns(row['budget_ns'])} ({rule})"
     paired = row.get("paired_ratio")
     if paired is not None:
-        text += f"; ours / it, per round: {paired[1]:.2f} (quartiles {paired[0]:.2f}–{paired[2]:.2f})"
+        label = f"(ours - {plus:g} ns)" if plus else "ours"
+        text += (f"; {label} / it, per round: {paired[1]:.2f} "
+                 f"(quartiles {paired[0]:.2f}–{paired[2]:.2f})")
     return text
 
 
