@@ -115,8 +115,9 @@ def test_the_record_keeps_every_owner_alive():
 
 
 def test_memory_read_through_dlpack_stays_alive_with_the_record():
-    jnp = pytest.importorskip("jax.numpy")
-    x = jnp.arange(5, dtype=jnp.float32)
+    jax = pytest.importorskip("jax")
+    # Host memory (read below through ctypes), wherever jax would put an array by default.
+    x = jax.device_put(jax.numpy.arange(5, dtype="float32"), jax.devices("cpu")[0])
     record = launch_args([x])
     del x
     gc.collect()

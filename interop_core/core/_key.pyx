@@ -55,13 +55,6 @@ cdef inline uint64_t _device_word(const ViewRecord* rec) noexcept nogil:
     return (<uint64_t> <unsigned int> rec.device_type << 32) | <unsigned int> rec.device_id
 
 
-cdef Py_ssize_t key_tensor_words(const ViewRecord* rec, int policy) noexcept nogil:
-    cdef Py_ssize_t ndim = rec.ext.ndim
-    if policy == KEY_DYNAMIC:
-        return 3 + (ndim + 31) // 32 + (ndim + 7) // 8
-    return 2 + 2 * ndim
-
-
 cdef inline int64_t _abs(int64_t x) noexcept nogil:
     return -x if x < 0 else x
 
@@ -87,21 +80,13 @@ cdef int64_t _dynamic_flags(const ViewRecord* rec) noexcept nogil:
     return flags
 
 
-cdef Py_ssize_t key_pack_tensor(int64_t* out, const ViewRecord* rec, int policy) noexcept nogil:
+cdef Py_ssize_t key_pack_dynamic(int64_t* out, const ViewRecord* rec) noexcept nogil:
     cdef int ndim = rec.ext.ndim
     cdef int i, j, d, tmp
     cdef int order[MAX_NDIM]
     cdef int64_t si, sd
     cdef uint64_t word
     cdef Py_ssize_t n
-    if policy != KEY_DYNAMIC:
-        out[0] = <int64_t> ((<uint64_t> TAG_STATIC << 56) | (<uint64_t> ndim << 48)
-                            | (<uint64_t> (rec.readonly != 0) << 40) | _dtype_bits(rec))
-        out[1] = <int64_t> _device_word(rec)
-        for i in range(ndim):
-            out[2 + i] = rec.ext.shape[i]
-            out[2 + ndim + i] = rec.ext.strides[i]
-        return 2 + 2 * ndim
     out[0] = <int64_t> ((<uint64_t> TAG_DYNAMIC << 56) | (<uint64_t> ndim << 48)
                         | _dtype_bits(rec))
     out[1] = <int64_t> _device_word(rec)
@@ -154,10 +139,20 @@ cdef LaunchKey key_new(Py_ssize_t nwords, int policy, Py_ssize_t nargs):
 
 
 cdef void key_finish(LaunchKey key) noexcept:
-    cdef uint64_t h = <uint64_t> key._nwords
-    cdef Py_ssize_t i
-    for i in range(key._nwords):
-        h = _mix(h, <uint64_t> key._words[i])
+    # Four independent lanes, so the multiplies of consecutive words overlap in the pipeline.
+    cdef uint64_t h0 = <uint64_t> key._nwords, h1 = 1, h2 = 2, h3 = 3, h
+    cdef Py_ssize_t i = 0, n = key._nwords
+    cdef const int64_t* w = key._words
+    while i + 4 <= n:
+        h0 = _mix(h0, <uint64_t> w[i])
+        h1 = _mix(h1, <uint64_t> w[i + 1])
+        h2 = _mix(h2, <uint64_t> w[i + 2])
+        h3 = _mix(h3, <uint64_t> w[i + 3])
+        i += 4
+    while i < n:
+        h0 = _mix(h0, <uint64_t> w[i])
+        i += 1
+    h = _mix(_mix(_mix(h0, h1), h2), h3)
     h ^= h >> 32
     if <Py_hash_t> h == -1:
         h = <uint64_t> -2
