@@ -364,6 +364,49 @@ def test_a_python_reader_declines_with_not_implemented(registered):
     assert view(Tensorish(np.arange(3.0))).shape == (3,)
 
 
+def _declining(name, seen):
+    def reader(obj, stream):
+        seen.append(name)
+        return NotImplemented
+
+    return reader
+
+
+def test_a_fallback_chain_reads_what_each_reader_before_it_declines(registered):
+    seen = []
+    registered(lambda r: r.add_type(Tensorish, _declining("fast", seen),
+                                    fallback=(_declining("middle", seen), read_tensorish)),
+               "chain")
+    assert view(Tensorish(np.arange(3.0))).shape == (3,)
+    assert seen == ["fast", "middle"]
+    last = plugins.reader_for(Tensorish).fallback.fallback
+    assert (last.reader, last.plugin, last.fallback) == (read_tensorish, "chain", None)
+
+
+def test_a_failed_validation_installs_the_head_of_the_fallback_chain(registered):
+    seen = []
+    middle = _declining("middle", seen)
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, fallback=(middle, read_tensorish),
+                                    prepare=lambda: "the struct moved"), "chain-fails")
+    entry = plugins.reader_for(Tensorish)
+    assert (entry.reader, entry.fallback.reader) == (middle, read_tensorish)
+    assert view(Tensorish(np.zeros(2))).shape == (2,) and seen == ["middle"]
+
+
+def test_a_fallback_installed_by_a_failed_validation_keeps_a_declared_read_only_type(registered):
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, fallback=(read_tensorish,),
+                                    prepare=lambda: "the struct moved", readonly=True),
+               "readonly-fails")
+    assert plugins.reader_for(Tensorish).readonly
+    assert view(Tensorish(np.zeros(2))).readonly
+
+
+def test_an_empty_fallback_chain_is_rejected():
+    with pytest.raises(RuntimeError, match="empty tuple"):
+        interop_core.register_plugin(make_plugin(
+            lambda r: r.add_type(Tensorish, read_tensorish, fallback=())), "empty-chain")
+
+
 # --- validate once, else fall back (the one mechanism for readers of undocumented layouts) ------
 
 

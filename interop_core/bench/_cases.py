@@ -346,29 +346,10 @@ def _targets() -> list[str]:
 
 
 def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[], object]]]:
-    peers: list[tuple[str, Callable[[], object]]] = []
-    if target == "numpy":
-        import numpy as np
+    """The target framework's own imports of ``src`` (the budget of each to() pair)."""
+    from ..handoff._matrix import target_imports
 
-        peers.append(("np.from_dlpack", bound(np.from_dlpack, src)))
-    elif target == "torch":
-        import torch
-
-        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, src)))
-    elif target == "cupy":
-        import cupy
-
-        peers.append(("cupy.from_dlpack", bound(cupy.from_dlpack, src)))
-        peers.append(("cupy.asarray", bound(cupy.asarray, src)))
-    elif target == "numba":
-        from numba import cuda
-
-        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, src)))
-    elif target == "jax":
-        import jax.dlpack
-
-        peers.append(("jax.dlpack.from_dlpack", bound(jax.dlpack.from_dlpack, src)))
-    return peers
+    return [(name, bound(fn, src)) for name, fn in target_imports(target)]
 
 
 def _possible(target: str, dev: str) -> bool:
@@ -822,24 +803,16 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
                  bound(StridedMemoryView.from_any, obj), ours=True)]
 
 
-def _mode_note(mod) -> str:
-    try:
-        failure = mod.failure()
-        return f"reader mode: {mod.mode()}" + (f" ({failure})" if failure else "")
-    except Exception:
-        return ""
-
-
 def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     from .. import StridedMemoryView, to, view
 
-    mod = _reader_module("_cupy_reader")
-    if mod is None:
-        return []
-    view(a)  # the plugin validates its reader on first use; the mode is then known
+    view(a)  # the plugin's reader is validated on first use; the result is then known
     group = f"readers: view(cupy {dev})"
+    attributes_on, restore = _forced_fallback("cupy:ndarray")
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, a),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note("cupy:ndarray")),
+             Case("readers", group, "interop_core view() (plugin fallback: attributes reader)",
+                  ours=True, runner=_stateful(bound(view, a), attributes_on, restore)),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, a), ours=True),
              Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",
@@ -869,16 +842,30 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
+def _validation_note(type_path: str) -> str:
+    """How the core's one validation mechanism decided on the reader of ``type_path``."""
+    from ..registry import _validation
+
+    for result in reversed(_validation.results()):
+        if result.type_path == type_path:
+            if result.validated:
+                return f"validated on {result.canaries} canaries"
+            return f"fell back: {result.reason}"
+    return ""
+
+
 def _numba_reader_cases(dev: str, d: object) -> list[Case]:
     from .. import StridedMemoryView, view
+    from ..plugins import reader_for
 
-    mod = _reader_module("_numba_reader")
-    if mod is None:
-        return []
-    view(d)
+    view(d)  # the type resolves and its reader is validated; the outcome is then known
+    # The path as the plugin declared it (numba's or numba-cuda's module path).
+    type_path = reader_for(type(d)).type_path
     group = f"readers: view(numba {dev})"
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, d),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note(type_path)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(bound(view, d), *_forced_fallback(type_path))),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
     try:
@@ -931,6 +918,178 @@ def _section_readers(device: str, quick: bool) -> list[Case]:
     return cases
 
 
+# -- copies ---------------------------------------------------------------------------------------
+
+class _DeviceTimedGroup:
+    """Paths of one GPU copy operation timed in device time, interleaved round by round.
+
+    Every path enqueues one copy on ``stream``.  A round times, for each path in turn, a batch
+    of copies between two CUDA events on that stream (after a synchronize, so nothing else is
+    pending); ns per copy is the events' elapsed time over the batch length.  The first case's
+    runner measures every path of the group; the others read their results.
+    """
+
+    def __init__(self, torch, stream, paths: dict[str, Callable[[], object]]):
+        self.torch, self.stream, self.paths = torch, stream, paths
+        self.results: dict[str, tuple[float, str, dict]] | None = None
+
+    def runner(self, name: str) -> Callable[[Settings], tuple[float | None, str, dict]]:
+        def run(settings: Settings) -> tuple[float | None, str, dict]:
+            if self.results is None:
+                self.results = self._measure(settings)
+            result = self.results[name]
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        return run
+
+    def _batch_ms(self, fn: Callable[[], object], n: int) -> float:
+        torch, stream = self.torch, self.stream
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        stream.synchronize()
+        start.record(stream)
+        for _ in range(n):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def _measure(self, settings: Settings) -> dict:
+        target_ms = max(settings.min_batch_s * 1e3, 1.0)
+        ready: dict[str, tuple[Callable[[], object], int]] = {}
+        out: dict = {}
+        for name, fn in self.paths.items():
+            try:
+                fn()
+                once = max(self._batch_ms(fn, 2) / 2, 1e-3)
+                ready[name] = (fn, max(1, min(1000, int(target_ms / once))))
+            except Exception as exc:  # a peer that cannot do this copy is a result too
+                out[name] = exc
+        rounds: dict[str, list[float]] = {name: [] for name in ready}
+        for _ in range(settings.repeats):
+            for name, (fn, n) in ready.items():
+                rounds[name].append(self._batch_ms(fn, n) / n * 1e6)
+        for name, samples in rounds.items():
+            out[name] = (statistics.median(samples), "device time (CUDA events)",
+                         {"rounds": [round(x, 2) for x in samples]})
+        return out
+
+
+def _host_copy_cases() -> list[Case]:
+    from .. import view
+
+    if not _installed("numpy"):
+        return []
+    import numpy as np
+
+    big = np.arange(1 << 22, dtype=np.float32)          # 16 MiB
+    square = np.arange(1024 * 1024, dtype=np.float32).reshape(1024, 1024)
+    layouts = {
+        "contiguous 16 MiB": (big, np.empty_like(big)),
+        "transpose 1024x1024 float32": (square.T, np.empty((1024, 1024), np.float32)),
+        "[:, ::2] 1024x1024 float32": (square[:, ::2], np.empty((1024, 512), np.float32)),
+        "4-D permute (16, 32, 32, 16) float32": (
+            np.arange(16 * 32 * 32 * 16, dtype=np.float32).reshape(16, 32, 32, 16)
+            .transpose(0, 2, 3, 1), np.empty((16, 32, 16, 32), np.float32)),
+        "4 bytes": (np.ones(1, np.float32), np.empty(1, np.float32)),
+    }
+    cases = []
+    for label, (src, dst) in layouts.items():
+        group = f"copy host {label}"
+        cases.append(Case("copies", group, "interop_core copy_from",
+                          bound(view(dst).copy_from, view(src)), ours=True))
+        cases.append(Case("copies", group, "numpy copyto", bound(np.copyto, dst, src)))
+    return cases
+
+
+def _device_copy_cases(quick: bool) -> list[Case]:
+    from .. import view
+
+    if not (_installed("torch") and _cuda_present()):
+        return []
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    cupy = None
+    if _installed("cupy"):
+        try:
+            import cupy
+        except Exception:
+            cupy = None
+    stream = torch.cuda.Stream()
+    handle = stream.cuda_stream
+    n = (1 << 24 if quick else 1 << 26)                 # float32: 64 MiB quick, 256 MiB full
+    size = f"{n * 4 >> 20} MiB"
+    device = torch.empty(n, device="cuda")
+    device.fill_(1.0)
+    pinned = torch.ones(n).pin_memory()
+    square = torch.arange(4096 * 4096, dtype=torch.float32, device="cuda").reshape(4096, 4096)
+    cube = torch.arange(64 * 128 * 64 * 32, dtype=torch.float32, device="cuda").reshape(
+        64, 128, 64, 32)
+    operations = {
+        f"copy D2D {size} contiguous": (device, torch.empty_like(device)),
+        f"copy H2D {size} pinned": (pinned, torch.empty_like(device)),
+        f"copy D2H {size} pinned": (device, torch.empty(n).pin_memory()),
+        "copy transpose 4096x4096 float32": (square.t(), torch.empty(4096, 4096, device="cuda")),
+        "copy [:, ::2] 4096x4096 float32": (square[:, ::2],
+                                             torch.empty(4096, 2048, device="cuda")),
+        "copy 4-D permute (64, 128, 64, 32) float32": (
+            cube.permute(0, 2, 3, 1), torch.empty(64, 64, 32, 128, device="cuda")),
+    }
+    cases = []
+    for group, (src, dst) in operations.items():
+        src_view, dst_view = view(src), view(dst)
+
+        def ours(d=dst_view, s=src_view):
+            d.copy_from(s, stream=handle)
+
+        def torch_copy(d=dst, s=src):
+            with torch.cuda.stream(stream):
+                d.copy_(s, non_blocking=True)
+
+        paths = {"interop_core copy_from": ours, "torch Tensor.copy_": torch_copy}
+        if cupy is not None and src.is_cuda and dst.is_cuda:
+            c_src, c_dst = cupy.asarray(src), cupy.asarray(dst)
+            cupy_stream = cupy.cuda.ExternalStream(handle)
+
+            def cupy_copy(d=c_dst, s=c_src, cs=cupy_stream):
+                with cs:
+                    cupy.copyto(d, s)
+
+            paths["cupy copyto"] = cupy_copy
+        timed = _DeviceTimedGroup(torch, stream, paths)
+        for name in paths:
+            cases.append(Case("copies", group, name, runner=timed.runner(name),
+                              ours=name.startswith("interop_core")))
+    # What a tiny copy costs the host (the call, not the transfer): enqueued, not waited for.
+    small_src = torch.ones(1, device="cuda")
+    small_dst = torch.empty(1, device="cuda")
+    sv, dv = view(small_src), view(small_dst)
+    group = "copy 4 bytes D2D (host-side cost per call)"
+
+    def torch_small():
+        with torch.cuda.stream(stream):
+            small_dst.copy_(small_src, non_blocking=True)
+
+    cases.append(Case("copies", group, "interop_core copy_from(stream=)",
+                      bound(dv.copy_from, sv, handle), ours=True))
+    cases.append(Case("copies", group, "torch Tensor.copy_ (in a stream context)",
+                      torch_small))
+    return cases
+
+
+def _section_copies(device: str, quick: bool) -> list[Case]:
+    cases = []
+    if device in ("cpu", "all"):
+        cases += _host_copy_cases()
+    if "cuda" in _devices(device):
+        cases += _device_copy_cases(quick)
+    return cases
+
+
 _IMPORT_PROBE = """
 import sys, time
 t = time.perf_counter()
@@ -974,6 +1133,7 @@ SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ndim": _section_ndim,
     "threads": _section_threads,
     "dispatch": _section_dispatch,
+    "copies": _section_copies,
     "import": _section_import,
 }
 

@@ -17,9 +17,11 @@
  *       registration (a BufferError when there is none).  `out` is ignored;
  *   -1  with a Python exception set.
  * `shape` and `strides` are only read during the call (they may point into the object itself);
- * interop-core copies them.  Strides are in ELEMENTS, or in bytes when `strides_in_bytes` is
- * set (interop-core divides them by the itemsize and refuses strides it does not divide); NULL
- * strides mean C-contiguous.  interop-core clears `out` before each call.
+ * interop-core copies them before it runs any Python code, so a reader may also point them at a
+ * static buffer that it fills after its own last Python-level call (GIL held throughout).
+ * Strides are in ELEMENTS, or in bytes when `strides_in_bytes` is set (interop-core divides them
+ * by the itemsize and refuses strides it does not divide); NULL strides mean C-contiguous.
+ * interop-core clears `out` before each call.
  *
  * Ownership: `out->keepalive`, if not NULL, is a NEW reference to the object that keeps the
  * memory alive; interop-core releases it when the last view of the memory dies.  NULL means

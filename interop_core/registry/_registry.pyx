@@ -38,7 +38,7 @@ from ..core._view cimport (
     view_by_protocol,
     view_new,
 )
-from ..core._view import _set_producer_stream_lookup
+from ..core._view import _set_producer_stream_lookup, _set_readonly_type_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "compare_readers", "time_dispatch", "C_API"]
@@ -160,7 +160,7 @@ cdef class ReaderEntry:
 
 
 def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
-              fallback=None, prepare=None, canaries=None):
+              fallback=None, prepare=None, canaries=None, readonly=False):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
@@ -178,13 +178,17 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``callable(obj) -> int or None``: the producer's current CUDA stream.
     type_path : str, optional
         The type as declared (``"module:QualName"``).
-    fallback : str, callable, PyCapsule or ReaderEntry, optional
-        Reads what ``reader`` declines, and replaces it when its validation fails.
+    fallback : str, callable, PyCapsule, ReaderEntry, or a tuple of them, optional
+        Reads what ``reader`` declines, and replaces it when its validation fails.  A tuple
+        is a chain: its first reader is the fallback, and each next one reads what the one
+        before it declines.
     prepare : callable, optional
         ``prepare() -> None, str or dict``: the plugin's own check, run once before first use
         (a str is the reason it failed; a dict, details of a success).
     canaries : callable, optional
         ``canaries() -> iterable``: objects ``reader`` must read exactly as ``fallback`` does.
+    readonly : bool
+        The type's objects are immutable: every view of one is read-only.
 
     Returns
     -------
@@ -242,12 +246,21 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.subclasses = bool(subclasses)
     e.producer_stream = producer_stream
     e.type_path = type_path
+    e.readonly = bool(readonly)
     e.prepare = prepare
     e.canaries = canaries
+    if isinstance(fallback, tuple):
+        if not fallback:
+            raise ValueError("fallback= is an empty tuple; give at least one reader")
+        # A chain: the first reads what `reader` declines, the rest what it declines in turn.
+        fallback = new_entry(fallback[0], plugin, subclasses, producer_stream, type_path,
+                             fallback=fallback[1:] or None, readonly=readonly)
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
-            # The fallback reads the same type for the same plugin: it inherits its strategy.
-            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path)
+            # The fallback reads the same type for the same plugin: it inherits its strategy
+            # (and, installed when validation fails, must still mark its views read-only).
+            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path,
+                                 readonly=readonly)
         e.fallback = fallback
     return e
 
@@ -361,6 +374,7 @@ def set_entries(dict entries):
             raise TypeError(f"table values must be ReaderEntry, got {type(entry).__name__}")
     _REGISTERED.clear()
     _REGISTERED.update(entries)
+    _READONLY_TYPES.clear()
     _reset_entries()
     _rebuild()
 
@@ -395,6 +409,8 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
     v = _fill(entry, obj, stream)
+    if entry.readonly:
+        v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
     if stream is not None and not (v.rec.has_producer_stream
                                    and same_stream(v.rec.producer_stream, consumer)):
@@ -467,6 +483,31 @@ def _producer_stream_of(owner):
 _set_producer_stream_lookup(_producer_stream_of)
 
 
+# type -> whether its plugin declared its objects immutable, for the generic entry points
+# (StridedMemoryView.from_any, from_dlpack, ...), which do not go through the table.  Cleared
+# whenever plugins change (set_entries).
+cdef dict _READONLY_TYPES = {}
+
+
+def _declared_readonly(t):
+    cached = _READONLY_TYPES.get(t)
+    if cached is not None:
+        return cached
+    cdef PyObject* found = _lookup(<PyObject*> t)
+    if found == NULL:
+        # Not viewed through the table yet: resolve plugin declarations for t as view() would.
+        if _miss_handler is None:
+            from interop_core import plugins  # noqa: F401  (installs the handler on import)
+        if _miss_handler is not None and _miss_handler(t):
+            found = _lookup(<PyObject*> t)
+    result = found != NULL and (<ReaderEntry> found).readonly
+    _READONLY_TYPES[t] = result
+    return result
+
+
+_set_readonly_type_lookup(_declared_readonly)
+
+
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef interop_core_tensor_info info
     cdef StridedMemoryView v
@@ -474,6 +515,10 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef int i
     cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
+    # Allocated before the call: from the reader's return until its extents are copied, nothing
+    # here may run Python code (an allocation can run the garbage collector, and so finalizers
+    # and other threads), since the reader may hand out a buffer of its own (interop_core.h).
+    v = view_new()
     cdef int status = (<interop_core_reader_v1> entry.c_reader)(
         <PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
@@ -489,7 +534,6 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    v = view_new()
     dt.code = info.dtype_code
     dt.bits = info.dtype_bits
     dt.lanes = info.dtype_lanes

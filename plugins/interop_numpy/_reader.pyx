@@ -84,8 +84,9 @@ cdef enum:
     N_USER = 256            # user type numbers cached: 256 .. 511
     KDL_CPU = 1
 
-# The core's helper table (dtype conversion for types outside our table); set by prepare().
-cdef const interop_core_api* _api = NULL
+# The core's helper table (dtype conversion for types outside our table), fetched on import:
+# the reader must work whenever the core calls it, also when a test pins it as validated.
+cdef const interop_core_api* _api = interop_core_import_api(sizeof(interop_core_api))
 
 # DLPack (code, bits) by numpy type number; bits 0 = not a type we read through the table.
 ctypedef struct Triple:
@@ -278,13 +279,11 @@ def prepare():
     None or str
         ``None`` when the struct reader may be used; otherwise why not.
     """
-    global _api
     cdef interop_core_tensor_info info
     import numpy as np
 
     if sizeof(Py_ssize_t) != sizeof(int64_t):
         return "npy_intp is not 64-bit on this platform"
-    _api = interop_core_import_api(sizeof(interop_core_api))
     for a in canaries():
         why = _raw_fields_differ(a)
         if why is not None:
