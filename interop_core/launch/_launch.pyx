@@ -15,7 +15,7 @@ from cpython.float cimport PyFloat_Check
 from cpython.list cimport PyList_AsTuple
 from cpython.long cimport PyLong_AsDouble, PyLong_AsUnsignedLongLong, PyLong_Check
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.object cimport Py_TYPE, PyObject
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport (
