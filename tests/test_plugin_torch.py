@@ -461,3 +461,26 @@ class TestTorchPluginConformance(PluginConformance):
     def expected(self, obj):
         return Expected(ptr=obj.data_ptr(), shape=tuple(obj.shape), strides=tuple(obj.stride()),
                         dtype=DLPACK[obj.dtype], device=(1, 0), readonly=False)
+
+
+_FAKE_FIRST_PROBE = """
+import torch, interop_core
+from interop_core.registry import _validation
+from torch._subclasses.fake_tensor import FakeTensorMode
+with FakeTensorMode() as mode:
+    try:
+        interop_core.view(mode.from_tensor(torch.zeros(2)))   # the first torch view of the process
+    except BufferError:
+        pass
+result = [r for r in _validation.results() if r.type_path == "torch:Tensor"][0]
+print(result.validated, result.reason)
+"""
+
+
+def test_validation_inside_a_fake_tensor_mode_still_validates_on_real_tensors():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FAKE_FIRST_PROBE], capture_output=True,
+                         text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
+    assert out.startswith("True"), out

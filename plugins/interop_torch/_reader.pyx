@@ -237,9 +237,20 @@ cdef object _torch_module():
     return _torch
 
 
+# Tensors without memory meet a launcher when torch.compile / export / make_fx trace it.
+_CUSTOM_OP_HINT = (
+    "to call a kernel launcher from code torch.compile traces, register the launcher as a "
+    "torch.library.custom_op with a fake implementation (register_fake): the compiled graph "
+    "then calls it with real tensors")
+
+
 cdef str _unusable_reason(object obj):
     """Why the memory of `obj` does not mean what its metadata says, or None."""
     torch = _torch_module()
+    is_functional = getattr(torch, "_is_functional_tensor", None)
+    if is_functional is not None and is_functional(obj):
+        return ("is a functional tensor wrapper (functionalization, as torch.compile's tracing "
+                f"does) with no memory of its own; {_CUSTOM_OP_HINT}")
     if obj.is_nested:
         return "is a nested tensor (its memory is not one strided array)"
     if obj.layout is not torch.strided:
@@ -249,7 +260,7 @@ cdef str _unusable_reason(object obj):
         return (f"is quantized ({obj.dtype}); its memory holds integers that mean scaled "
                 "values; call .dequantize() or .int_repr() first")
     if obj.is_meta:
-        return "is on the meta device and has no memory"
+        return f"is on the meta device and has no memory; {_CUSTOM_OP_HINT}"
     if obj.is_conj():
         return ("has its conjugate bit set (its memory holds the unconjugated values); call "
                 ".resolve_conj() first")
@@ -297,7 +308,10 @@ def read_checked(obj, stream):
     # torch's __dlpack__ refuses tensors that require grad; the memory is the same without.
     # (The view's owner is then the detached alias, which holds the same storage.)
     if obj.requires_grad:
-        obj = obj.detach()
+        # detach() is a dispatched op: outside any fake / functional mode the caller is in, it
+        # stays a real tensor over the same memory.
+        with _real_tensors(_torch_module()):
+            obj = obj.detach()
     return StridedMemoryView.from_dlpack(obj, stream)
 
 
@@ -408,9 +422,41 @@ def canaries():
     """
     torch = _torch_module()
     out = []
-    for device in _canary_devices(torch):
-        out.extend(_plain_canaries(torch, device).values())
+    with _real_tensors(torch):
+        for device in _canary_devices(torch):
+            out.extend(_plain_canaries(torch, device).values())
     return out
+
+
+class _real_tensors:
+    """Outside torch's Python dispatch modes and functorch transforms, for validation.
+
+    Validation runs on the first torch view of the process, which may come from code that
+    torch.compile, make_fx or torch.func.functionalize is tracing: the canaries made there would
+    be fake or functional tensors without memory, and the reader would fall back for good.
+    """
+
+    def __init__(self, torch):
+        self._contexts = []
+        try:
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            self._contexts.append(_disable_current_modes())
+        except ImportError:  # a torch without dispatch modes has none to leave
+            pass
+        disable_functorch = getattr(torch._C, "_DisableFuncTorch", None)
+        if disable_functorch is not None:
+            self._contexts.append(disable_functorch())
+
+    def __enter__(self):
+        for context in self._contexts:
+            context.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for context in reversed(self._contexts):
+            context.__exit__(*exc)
+        return False
 
 
 def prepare():
@@ -434,7 +480,9 @@ def prepare():
     # The details themselves, not a copy: a CUDA check made later (see _check_cuda_late) shows.
     if _details is not None:
         return _details
-    reason = _prepare(_torch_module())
+    torch = _torch_module()
+    with _real_tensors(torch):
+        reason = _prepare(torch)
     return reason if reason is not None else _details
 
 
