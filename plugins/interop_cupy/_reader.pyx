@@ -54,6 +54,9 @@ cdef const interop_core_api* _api = interop_core_import_api(sizeof(interop_core_
 # --- cupy, bound once an array is seen ---------------------------------------------------------
 
 cdef bint _bound = False
+# Devices this process has: a stream can be asked only of a real device (validation's
+# metadata-only canaries claim device ids a one-GPU machine does not have).
+cdef int _device_count = 0
 cdef object _current_stream = None      # cupy.cuda.get_current_stream
 cdef object _memory_types = ()          # owns the two types below (cupy keeps them too)
 cdef PyTypeObject* _managed_type = NULL  # cupy.cuda.memory.ManagedMemory: memory of kind "managed"
@@ -69,10 +72,14 @@ cdef const char* _STREAM_PTR_SIGNATURE = b"intptr_t (int)"
 
 
 cdef object _bind_cupy():
-    global _bound, _current_stream, _memory_types, _managed_type, _unowned_type
+    global _bound, _current_stream, _memory_types, _managed_type, _unowned_type, _device_count
     cupy = sys.modules.get("cupy")
     if cupy is None:
         raise RuntimeError("cupy is not imported")
+    try:
+        _device_count = cupy.cuda.runtime.getDeviceCount()
+    except RuntimeError:     # cupy's CUDARuntimeError: no driver or no device here
+        _device_count = 0
     _current_stream = cupy.cuda.get_current_stream
     memory = cupy.cuda.memory
     managed = getattr(memory, "ManagedMemory", None)
@@ -136,7 +143,7 @@ cdef inline int _set_stream(interop_core_tensor_info* out) except -1:
     # The stream current now is part of what the view says (exports carry it, a later sync()
     # orders after it).  Without the C read, the plugin's producer_stream strategy is asked when
     # ordering needs it rather than paying cupy's Python API on every view.
-    if _stream_ptr_of != NULL:
+    if _stream_ptr_of != NULL and 0 <= out.device_id < _device_count:
         out.producer_stream = _stream_ptr_of(out.device_id)
         out.has_producer_stream = 1
     return 0
