@@ -11,15 +11,19 @@ from .handoff._handoff import to
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 from .registry._registry import view
+from .shards import Shard, Shards, shards  # (binds the name `shards` to the function)
 
 __all__ = [
     "Buffer",
+    "Shard",
+    "Shards",
     "StridedLayout",
     "StridedMemoryView",
     "hookimpl",
     "plugin_status",
     "register_plugin",
     "resolve_consumer_stream",
+    "shards",
     "to",
     "unregister_plugin",
     "view",

@@ -39,3 +39,6 @@ cdef class ReaderEntry:
 # Make a compiled reader available to plugins by name (`registry.add_type(..., reader=name)`).
 # Reader modules of the core (e.g. _numpy_reader, _torch_reader) call this when imported.
 cdef int add_core_reader(str name, core_reader_t fn) except -1
+
+# view(obj, stream) for compiled callers (no Python call): interop_core.shards views every shard.
+cdef object view_of(object obj, object stream)

@@ -557,6 +557,10 @@ def view(obj, stream=None):
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
     """
+    return view_of(obj, stream)
+
+
+cdef object view_of(object obj, object stream):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     if found != NULL:
         return _read(<ReaderEntry> found, obj, stream)

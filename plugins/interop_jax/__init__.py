@@ -16,11 +16,18 @@ back to ``__dlpack__`` if anything differs.
   DLPack's ``stream`` argument because it behaves the same on every backend and jax version
   (jax 0.11 on CUDA rejects ``stream=-1``), needs no consumer stream, and leaves nothing
   pending: the view reports no producer stream.
-* Arrays sharded over several devices raise ``BufferError`` (view each
-  ``array.addressable_shards[i].data``; ``interop_core.shards()`` is future work).  An array
-  whose sharding spans one device is read normally.
+* Arrays sharded over several devices raise ``BufferError`` naming ``interop_core.shards()``,
+  which views them shard by shard (see ``_sharded.py``).  An array whose sharding spans one
+  device is read normally.
 * Do not donate or ``delete()`` an array while a view of it is in use: jax then frees the
   buffer regardless of references.
+
+Sharded arrays
+--------------
+``interop_core.shards(x)`` yields one view per addressable shard from jax's own
+``addressable_shards``; ``interop_core.to(shards, "jax", sharding=...)`` assembles a global
+array from per-device pieces of any framework with ``jax.make_array_from_single_device_arrays``
+(``_sharded.py``).
 
 Exporting
 ---------
@@ -124,10 +131,16 @@ def export_jax(view, stream=None):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare jax's array types (core reader ``"jax"``) and the ``"jax"`` exporter."""
+    """Declare jax's array types (core reader ``"jax"``, sharded through ``addressable_shards``),
+    the ``"jax"`` exporter and its shard assembler."""
     from interop_core import _jax_reader  # noqa: F401  (compiled; registers "jax"; no jax import)
 
     for path in ARRAY_TYPES:
         registry.add_type(path, reader="jax")
     registry.add_exporter("jax", export_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
+    from ._sharded import assemble_jax, jax_shards
+
+    for path in ARRAY_TYPES:
+        registry.add_sharded_type(path, jax_shards)
+    registry.add_shard_assembler("jax", assemble_jax)

@@ -11,7 +11,10 @@ Registers, without importing torch:
   consumer streams, through their ``.cuda_stream`` handle;
 - the exporter ``"torch"``: ``interop_core.to(x, "torch")`` returns a ``torch.Tensor`` over the
   same memory through torch's DLPack C exchange API.  torch tensors cannot be read-only: a
-  read-only source gives a writable tensor (``to()`` warns with ``ReadOnlyHandoffWarning``).
+  read-only source gives a writable tensor (``to()`` warns with ``ReadOnlyHandoffWarning``);
+- ``torch.distributed.tensor.DTensor`` as a sharded type: ``interop_core.shards(dtensor)``
+  views this rank's shard and locates it in the global tensor, ``view(dtensor)`` refuses, and
+  ``to(shards, "torch")`` gives per-device tensors or a ``DTensor`` (``_sharded.py``).
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ def refuse_fake_tensor(tensor, stream=None):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare torch's tensor types, stream types and the ``"torch"`` exporter."""
+    """Declare torch's tensor types, stream types, the ``"torch"`` exporter, and ``DTensor``
+    as a sharded type with its assembler."""
     from interop_core import _torch_reader  # registers the "torch" core reader on import
 
     for path in _TENSOR_TYPES:
@@ -83,3 +87,9 @@ def interop_core_register(registry):
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("torch", _torch_reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False)
+    from ._sharded import DTENSOR_TYPES, assemble_torch, dtensor_shards, refuse_dtensor
+
+    for path in DTENSOR_TYPES:
+        registry.add_type(path, reader=refuse_dtensor)
+        registry.add_sharded_type(path, dtensor_shards)
+    registry.add_shard_assembler("torch", assemble_torch)
