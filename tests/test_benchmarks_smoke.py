@@ -59,6 +59,8 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     sections = {r["section"] for r in data["results"]}
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
     assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch", "import"}
+    if __import__("importlib").util.find_spec("jax") is not None:
+        assert "shards" in sections
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
 
 
@@ -220,6 +222,26 @@ def test_a_relative_budget_without_rounds_compares_medians():
     assert not within_budget(row)
 
 
+def _per_shard_row(ours_rounds):
+    group = "shards(jax over 8 cpu devices)"
+    results = [Measurement("shards", group, "interop_core shards(), per shard",
+                           sorted(ours_rounds)[2], True, extra={"rounds": ours_rounds}),
+               Measurement("shards", group,
+                           "interop_core view(), one single-device array of a shard's shape",
+                           100.0, True, extra={"rounds": [100.0] * 5})]
+    (row,) = [r for r in budget_rows(results)
+              if r["line"] == "shards(jax array), per shard, 8 devices"]
+    return row
+
+
+@pytest.mark.parametrize("ours, kept", [([115, 118, 119, 116, 117], True),
+                                        ([125, 126, 127, 125, 128], False)])
+def test_a_budget_of_a_factor_scales_the_reference_path(ours, kept):
+    row = _per_shard_row(ours)
+    assert row["budget_ns"] == pytest.approx(120.0)
+    assert within_budget(row) is kept
+
+
 def test_threads_harness_counts_calls_from_every_thread():
     calls = []
     ns, per_s = measure_threads(lambda: calls.append(1), threads=3, seconds=0.01, chunk=10)
@@ -228,7 +250,7 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 def test_sections_are_the_documented_ones():
     assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
-                              "import"]
+                              "shards", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():

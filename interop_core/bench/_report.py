@@ -15,15 +15,24 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
            "format_budget", "format_section", "plot", "within_budget"]
 
 # The DESIGN.md performance budget: (line, budget, groups that measure it, most relevant first,
-# our path, peer paths).  A budget is ns, or the name of another path of the same group whose
-# time in the same run is the budget.  A GPU run has the CUDA groups; a CPU run the host ones.
+# our path, peer paths).  A budget is ns, the name of another path of the same group whose
+# time in the same run is the budget, or (factor, name): that path's time times the factor.
+# A GPU run has the CUDA groups; a CPU run the host ones.
 # The same-stream line compares two calls that differ only in that decision: an int handle
 # naming the producer's stream against -1 (an int meaning "no synchronisation"), both resolved
 # the same way; `view()` and `view(x, None)` are shown beside them.
 # A relative budget compares the two paths round by round (their batches were taken in turn):
 # it is kept when ours is not measurably slower, i.e. in at least a quarter of the rounds ours
 # took no longer than the reference (the lower quartile of the paired ratios is at most 1).
-BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ...] = (
+_SHARD_PER_SHARD = "interop_core shards(), per shard"
+_SHARD_VIEW = "interop_core view(), one single-device array of a shard's shape"
+_SHARD_BY_HAND = "view() of each addressable_shards[i].data, per shard"
+_ASSEMBLE = "interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)"
+_ASSEMBLE_PEER = "jax make_array_from_single_device_arrays over from_dlpack(piece, device=)"
+_ASSEMBLE_HOST_PEER = "jax make_array_from_single_device_arrays over device_put(numpy piece)"
+
+BUDGET: tuple[tuple[str, float | str | tuple[float, str], tuple[str, ...], str, tuple[str, ...]],
+              ...] = (
     ("view(torch tensor, CPU)", 100, ("view(torch cpu)",), "interop_core view()",
      ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
     ("view(torch tensor, CUDA)", 100, ("view(torch cuda)",), "interop_core view()",
@@ -46,6 +55,16 @@ BUDGET: tuple[tuple[str, float | str, tuple[str, ...], str, tuple[str, ...]], ..
      ("cupy.from_dlpack",)),
     ("to(cupy array, \"torch\")", 2000, ("to(cupy cuda, 'torch')",), "interop_core to()",
      ("torch.from_dlpack",)),
+    ("shards(jax array), per shard, 2 devices", (1.2, _SHARD_VIEW),
+     ("shards(jax over 2 cuda devices)", "shards(jax over 2 cpu devices)"), _SHARD_PER_SHARD,
+     (_SHARD_BY_HAND,)),
+    ("shards(jax array), per shard, 8 devices", (1.2, _SHARD_VIEW),
+     ("shards(jax over 8 cpu devices)",), _SHARD_PER_SHARD, (_SHARD_BY_HAND,)),
+    ("to(shards, \"jax\", sharding=), 2 devices", _ASSEMBLE_PEER,
+     ("assemble(jax over 2 cuda devices)", "assemble(jax over 2 cpu devices)"), _ASSEMBLE,
+     (_ASSEMBLE_HOST_PEER,)),
+    ("to(shards, \"jax\", sharding=), 8 devices", _ASSEMBLE_PEER,
+     ("assemble(jax over 8 cpu devices)",), _ASSEMBLE, (_ASSEMBLE_HOST_PEER,)),
     ("`import interop_core`", 30e6, ("import interop_core",),
      "interop_core (fresh interpreter)", ()),
 )
@@ -59,6 +78,7 @@ SECTION_TITLES = {
     "ndim": "cost against the number of dimensions",
     "threads": "threads viewing at once (ns per call seen by each thread)",
     "dispatch": "what the exact-type table lookup adds (measured in C, paired blocks)",
+    "shards": "shards() of sharded jax arrays, per shard, and assembling a jax global array",
     "import": "import time (fresh interpreter, median)",
 }
 
@@ -151,11 +171,13 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
         ours = by_key.get((group, ours_name)) if group is not None else None
         if ours is not None:
             row["ours_ns"], row["ours_note"] = ours.ns, ours.note
-        if isinstance(budget, str):
-            reference = by_key.get((group, budget))
-            row["budget_ns"] = None if reference is None else reference.ns
-            row["budget_path"] = budget
-            row["paired_ratio"] = _paired_ratio(ours, reference)
+        if isinstance(budget, (str, tuple)):
+            factor, path = budget if isinstance(budget, tuple) else (1.0, budget)
+            reference = by_key.get((group, path))
+            row["budget_ns"] = None if reference is None or reference.ns is None else (
+                reference.ns * factor)
+            row["budget_path"] = path if factor == 1.0 else f"{factor:g} × {path}"
+            row["paired_ratio"] = _paired_ratio(ours, reference, factor)
         if group is not None:
             for peer in peer_names:
                 p = by_key.get((group, peer))
@@ -165,14 +187,16 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
     return rows
 
 
-def _paired_ratio(ours: Measurement | None, reference: Measurement | None) -> tuple | None:
-    """(lower quartile, median, upper quartile) of ours / reference, round by round."""
+def _paired_ratio(ours: Measurement | None, reference: Measurement | None,
+                  factor: float = 1.0) -> tuple | None:
+    """(lower quartile, median, upper quartile) of ours / (factor × reference), round by
+    round."""
     if ours is None or reference is None:
         return None
     a, b = ours.extra.get("rounds"), reference.extra.get("rounds")
     if not a or not b or len(a) != len(b) or min(b) <= 0:
         return None
-    ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+    ratios = sorted(x / (factor * y) for x, y in zip(a, b, strict=True))
     if len(ratios) < 3:
         return None
     q1, q2, q3 = statistics.quantiles(ratios, n=4)

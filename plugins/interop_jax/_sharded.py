@@ -93,18 +93,27 @@ def _single_device_array(view, device):
     from . import JaxCopyWarning, export_jax
 
     if view.device_type == _KDL_CPU:
-        result = jax.device_put(interop_core.to(view, "numpy"), device)
-        if view.size and result.unsafe_buffer_pointer() != view.ptr:
+        host = interop_core.to(view, "numpy")
+        # Said before the transfer: asking the result for its pointer would wait for it.
+        if view.size and not _jax_shares(view, host.dtype):
             warnings.warn(
-                f"jax copied the shard at {view.ptr:#x} onto {device} instead of sharing it "
-                "(jax requires 64-byte aligned host memory, and converts 64-bit types unless "
-                "jax_enable_x64 is set)", JaxCopyWarning, stacklevel=5)
-        return result
+                f"jax copies the shard at {view.ptr:#x} onto {device} instead of sharing it "
+                "(jax shares only 64-byte aligned, C-contiguous host memory, and converts "
+                "64-bit types unless jax_enable_x64 is set)", JaxCopyWarning, stacklevel=5)
+        return jax.device_put(host, device)
     result = export_jax(view)
     if result.devices() != {device}:
         raise ValueError(f"jax imported the shard on {view.device_type}:{view.device_id} onto "
                          f"{sorted(result.devices(), key=str)}, not {device}")
     return result
+
+
+def _jax_shares(view, dtype) -> bool:
+    """Whether ``jax.device_put`` takes a numpy array over ``view`` as it is (CPU devices)."""
+    import jax
+
+    return (view.ptr % 64 == 0 and view.layout.is_contiguous_c
+            and jax.dtypes.canonicalize_dtype(dtype) == dtype)
 
 
 def assemble_jax(shards, stream=None, *, sharding=None):
