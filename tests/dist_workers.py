@@ -40,9 +40,12 @@ def launch(suite: str, device: str, tmp_path: Path, world: int = 2,
         If a worker exits non-zero or runs past ``timeout`` (with its output).
     """
     port = _free_port()
+    # No worker takes most of a GPU's memory up front (two share each machine), and NVLink
+    # multicast stays off in NCCL, PyTorch and NVSHMEM (shared GPUs; see the device notes).
     full_env = dict(os.environ, PYTHONUNBUFFERED="1", MASTER_ADDR="127.0.0.1",
                     MASTER_PORT=str(port), XLA_PYTHON_CLIENT_PREALLOCATE="false",
-                    **(env or {}))
+                    **(env or {}), NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+                    NVSHMEM_DISABLE_NVLS="1")
     outs = [tmp_path / f"{suite}-{device}-rank{r}.json" for r in range(world)]
     logs = [tmp_path / f"{suite}-{device}-rank{r}.log" for r in range(world)]
     procs = []

@@ -11,15 +11,21 @@ from __future__ import annotations
 import pytest
 from dist_workers import launch
 
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.multi_gpu])]
 RANKS = [0, 1]
+
+
+def _devices(suite: str) -> list:
+    """Each suite on the CPU, and on two GPUs (ids name the suite, so -k can pick one)."""
+    return [pytest.param("cpu", id=f"{suite}-cpu"),
+            pytest.param("cuda", id=f"{suite}-cuda",
+                         marks=[pytest.mark.gpu, pytest.mark.multi_gpu])]
 
 
 def _device(device: str, rank: int) -> list:
     return [1, 0] if device == "cpu" else [2, rank]
 
 
-@pytest.fixture(scope="module", params=DEVICES)
+@pytest.fixture(scope="module", params=_devices("dtensor"))
 def dtensor_ranks(request, tmp_path_factory):
     pytest.importorskip("torch")
     dist = pytest.importorskip("torch.distributed")
@@ -102,7 +108,7 @@ def test_placements_that_do_not_match_the_shards_are_a_value_error(dtensor_ranks
     assert "do not match the shards given" in seen["message"]
 
 
-@pytest.fixture(scope="module", params=DEVICES)
+@pytest.fixture(scope="module", params=_devices("jax"))
 def jax_processes(request, tmp_path_factory):
     jax = pytest.importorskip("jax")
     device = request.param

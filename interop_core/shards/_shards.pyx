@@ -434,6 +434,7 @@ cdef class Shards:
         return PyTuple_GET_SIZE(self._items)
 
     def __getitem__(self, key):
+        """The shard at ``key`` (an int), or a tuple of shards (a slice), as a tuple does."""
         return self._items[key]
 
     def __iter__(self):
