@@ -10,6 +10,7 @@ from .cuda._streams import resolve_consumer_stream
 from .handoff._handoff import to
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
+from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
 from .registry._registry import view
 from .shards import Shard, Shards, shards  # (binds the name `shards` to the function)
 
@@ -19,6 +20,7 @@ __all__ = [
     "Shards",
     "StridedLayout",
     "StridedMemoryView",
+    "get_include",
     "hookimpl",
     "plugin_status",
     "register_plugin",
@@ -30,6 +32,20 @@ __all__ = [
     "viewable",
 ]
 __version__ = "0.1.0"
+
+
+def get_include():
+    """The folder holding ``interop_core.h``, the C ABI for compiled readers.
+
+    Returns
+    -------
+    str
+        Pass it as ``include_dirs`` when building a plugin's extension; a Cython plugin
+        cimports the same declarations from ``interop_core.abi``.
+    """
+    import os
+
+    return os.path.join(os.path.dirname(__file__), "include")
 
 
 def __getattr__(name):

@@ -232,6 +232,28 @@ def _plugin_summary() -> dict:
             "failed": {row["name"]: row["reason"] for row in rows if row["status"] == "failed"}}
 
 
+def _reader_validations(do_import: bool) -> list[dict]:
+    """Validation results of the fast readers (the frameworks' readers validate on first use).
+
+    Under ``--import`` the frameworks are imported already, so every type a plugin declared is
+    resolved now, which runs each validation once; otherwise only what ran is reported.
+    """
+    from . import plugins
+    from .registry import _validation
+
+    if do_import:
+        for info in plugins.plugin_status():
+            for path in info.claims:
+                module, _, qualname = path.partition(":")
+                target = sys.modules.get(module)
+                for part in qualname.split(".") if target is not None else ():
+                    target = getattr(target, part, None)
+                if isinstance(target, type):
+                    plugins.reader_for(target)
+    return [{"type": r.type_path, "plugin": r.plugin, "validated": r.validated,
+             "reason": r.reason, "details": r.details} for r in _validation.results()]
+
+
 def _doctor_report(do_import: bool) -> dict:
     import platform
     from importlib.metadata import PackageNotFoundError, version
@@ -250,6 +272,7 @@ def _doctor_report(do_import: bool) -> dict:
         "frameworks": _frameworks(do_import),
         "cuda": _cuda_info(),
         "plugins": _plugin_summary(),
+        "readers": _reader_validations(do_import),
     }
 
 
@@ -298,6 +321,14 @@ def _print_doctor(report: dict, do_import: bool) -> None:
     if note:
         print(f"  {note}")
     print("  (python -m interop_core plugins for the full table)")
+    print("\nFast readers (validated once per process, on first use)")
+    if not report["readers"]:
+        print("  none validated yet" + ("" if do_import else " (--import validates them now)"))
+    for row in report["readers"]:
+        state = "validated" if row["validated"] else "FELL BACK"
+        print(f"  {row['type']:<28} {state}: {row['reason']}")
+        for key, value in row["details"].items():
+            print(f"  {'':<28}   {key}: {value}")
 
 
 def _doctor(do_import: bool, as_json: bool) -> int:

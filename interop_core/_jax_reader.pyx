@@ -23,7 +23,7 @@ from libc.stdint cimport int64_t, intptr_t, uintptr_t
 
 from .protocols._dlpack cimport read_dlpack
 from .core._dlpack_abi cimport DLDataType
-from ._numpy_reader cimport numpy_dtype_to_dlpack
+from .core._dtypes cimport dtype_of_cached, record_set_dtype
 from .core._record cimport ViewRecord, extents_free, extents_resize, record_init
 from .registry._registry cimport add_core_reader
 
@@ -104,7 +104,7 @@ cdef int _layout_strides(object obj, ViewRecord* rec, int ndim) except -1:
 
 cdef int _read_fast(object obj, ViewRecord* rec) except -1:
     cdef DLDataType dt
-    cdef int64_t isz, step
+    cdef int64_t step
     cdef int i, ndim
     sharding = obj._sharding
     if type(sharding) is _single_sharding:
@@ -114,7 +114,8 @@ cdef int _read_fast(object obj, ViewRecord* rec) except -1:
     dev = _device_of(device)
     aval = obj.aval
     shape = <tuple> aval.shape
-    numpy_dtype_to_dlpack(aval.dtype, &dt, &isz)
+    dtype_of_cached(aval.dtype, &dt)
+    record_set_dtype(rec, dt, True)
     ndim = len(shape)
     extents_resize(&rec.ext, ndim)
     step = 1
@@ -126,8 +127,6 @@ cdef int _read_fast(object obj, ViewRecord* rec) except -1:
         _layout_strides(obj, rec, ndim)
     obj.block_until_ready()
     rec.ptr = <uintptr_t> obj.unsafe_buffer_pointer()
-    rec.dtype = dt
-    rec.itemsize = isz
     rec.device_type = (<tuple> dev)[0]
     rec.device_id = (<tuple> dev)[1]
     rec.readonly = True

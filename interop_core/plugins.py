@@ -23,7 +23,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .cuda import _streams
-from .registry import _registry
+from .registry import _registry, _validation
 from .shards import _shards
 
 # (No dataclasses or typing here: importing them would double the cost of `import interop_core`.)
@@ -180,7 +180,10 @@ class PluginRegistrar:
         _plugins[_registering].declarations.append(declaration)
 
     def add_type(self, type_: type | str, reader: str | Callable | Any, *, subclasses: bool = False,
-                 producer_stream: Callable[[Any], int | None] | None = None) -> None:
+                 producer_stream: Callable[[Any], int | None] | None = None,
+                 fallback: str | Callable | Any | None = None,
+                 prepare: Callable[[], Any] | None = None,
+                 canaries: Callable[[], Any] | None = None) -> None:
         """Read objects of exactly ``type_`` with ``reader``.
 
         Parameters
@@ -190,17 +193,32 @@ class PluginRegistrar:
         reader : str, callable or PyCapsule
             A core reader name (``"dlpack"``, ``"dlpack_c_exchange_api"``, ``"dunder_dlpack"``,
             ``"cuda_array_interface"``, ``"array_interface"``, ``"buffer_protocol"``), a Python
-            callable ``(obj, stream) -> StridedMemoryView``, or a PyCapsule named
-            ``"interop_core.reader_v1"`` holding a C reader (``interop_core/include/interop_core.h``).
+            callable ``(obj, stream) -> StridedMemoryView`` (returning ``NotImplemented``
+            declines the object), or a PyCapsule named ``"interop_core.reader_v2"`` (or
+            ``"interop_core.reader_v1"``) holding a C reader
+            (``interop_core/include/interop_core.h``).
         subclasses : bool
             Let subclasses of ``type_`` use this reader too.  Off by default: a subclass may
             change what the memory means (torch's FakeTensor, say).
         producer_stream : callable, optional
             ``callable(obj) -> int or None``: the producer's current CUDA stream, for ordering.
+        fallback : str, callable or PyCapsule, optional
+            A reader of the same kinds as ``reader`` for the objects ``reader`` declines, and
+            for all objects when ``reader`` fails its validation.
+        prepare : callable, optional
+            ``prepare() -> None, dict or str``, run once before ``reader`` is first used: the
+            plugin's own checks of the layouts ``reader`` relies on.  A str says why ``reader``
+            must not be used (``fallback`` is installed instead); a dict holds details of a
+            success, shown by ``python -m interop_core doctor``.
+        canaries : callable, optional
+            ``canaries() -> iterable``: objects that ``reader`` must read exactly as
+            ``fallback`` does (pointer, shape, strides, dtype, device, read-only flag), checked
+            once after ``prepare``.  Requires ``fallback``.
         """
         _validate_target(type_, "type_")
         entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
-                                    producer_stream=producer_stream, type_path=_type_path(type_))
+                                    producer_stream=producer_stream, type_path=_type_path(type_),
+                                    fallback=fallback, prepare=prepare, canaries=canaries)
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,
@@ -480,7 +498,8 @@ def _recompute() -> None:
         if resolved is None:
             pending.setdefault(_split_path(d.target)[0].split(".")[0], []).append(d.target)
         elif d.kind == "type":
-            readers[resolved] = d.value
+            # The type's module is imported by now: validate a checked reader (once).
+            readers[resolved] = _validation.chosen_entry(d.value)
         elif d.kind == "sharded":
             sharded[resolved] = d.value
         else:
@@ -505,6 +524,15 @@ def _recompute() -> None:
     _registry.set_entries(readers)
     _streams.set_stream_types(stream_handles)
     _shards.set_sharded_types(sharded)
+
+
+def _reinstall() -> None:
+    """Compute and install the winners again (after a validation result changed)."""
+    with _lock:
+        _recompute()
+
+
+_validation.on_result_change(_reinstall)
 
 
 def _on_miss(t: type) -> bool:

@@ -34,6 +34,9 @@ echo "== build"
 if ! python3 -m pip install --no-build-isolation --no-deps -q -e . > "$OUT/build.txt" 2>&1; then
   tail -40 "$OUT/build.txt"; echo "build failed"; exit 1
 fi
+# The example third-party plugin (its C reader is the bench's public-ABI line and has tests).
+python3 -m pip install --no-build-isolation --no-deps -q -e examples/third_party_plugin \
+  >> "$OUT/build.txt" 2>&1 || echo "example plugin did not build (its tests will skip)"
 
 if [ "$step" != bench ]; then
 echo "== gpu tests"

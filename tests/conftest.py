@@ -53,3 +53,38 @@ def registered():
     for name in reversed(names):
         if any(info.name == name for info in interop_core.plugin_status()):
             interop_core.unregister_plugin(name)
+
+
+@pytest.fixture
+def force_validation():
+    """Pin a validated reader's result for one test: ``force_validation("numpy:ndarray", False)``.
+
+    Goes through the core's one validation mechanism (private); every pin is lifted afterwards.
+    """
+    from interop_core.registry import _validation
+
+    pinned = []
+
+    def force(type_path, ok, reason="forced by the test"):
+        pinned.append(type_path)
+        _validation._force(type_path, ok, reason)
+
+    yield force
+    for type_path in pinned:
+        _validation._force(type_path, None)
+
+
+def validation_result(type_path):
+    """The core's validation result for the reader of ``type_path`` (validating it if needed)."""
+    from interop_core.registry import _validation
+
+    module, _, qualname = type_path.partition(":")
+    import importlib
+
+    t = importlib.import_module(module)
+    for part in qualname.split("."):
+        t = getattr(t, part)
+    interop_core.plugins.reader_for(t)
+    found = [r for r in _validation.results() if r.type_path == type_path]
+    assert found, f"no validation ran for {type_path}"
+    return found[-1]

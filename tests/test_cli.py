@@ -214,6 +214,26 @@ def test_doctor_import_imports_installed_frameworks():
     assert numpy_row["module_version"] == numpy.__version__
 
 
+def test_doctor_import_reports_each_fast_readers_validation():
+    pytest.importorskip("numpy")
+    report = json.loads(_run("doctor", "--import", "--json"))
+    rows = {row["type"]: row for row in report["readers"]}
+    assert rows["numpy:ndarray"]["validated"] is True
+    assert rows["numpy:ndarray"]["plugin"] == "numpy"
+    assert "canaries" in rows["numpy:ndarray"]["reason"]
+    text = _run("doctor", "--import")
+    assert "numpy:ndarray" in text and "validated" in text
+
+
+def test_doctor_reports_a_reader_that_fell_back_and_why():
+    pytest.importorskip("numpy")
+    code = ("import numpy, sys; from interop_core.registry import _validation; "
+            "_validation._force('numpy:ndarray', False, 'pinned by the test'); "
+            "from interop_core.__main__ import main; sys.exit(main(['doctor', '--import']))")
+    out = _run(code=code)
+    assert "numpy:ndarray" in out and "FELL BACK: pinned by the test" in out
+
+
 # -- the demo stays the default ---------------------------------------------------------------
 
 

@@ -52,6 +52,54 @@ class TestByteTensorPlugin(PluginConformance):
                         dtype=_DLPACK_DTYPES[obj.dtype], device=(1, 0), readonly=obj.readonly)
 
 
+# --- the example's compiled reader (C, on the public ABI) ---------------------------------------
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.mark.parametrize("make, strides", [
+    (lambda a: bytetensor.CTensor(a, (4, 6), "float32"), (6, 1)),
+    (lambda a: bytetensor.CTensor(a, (6, 4), "float32", strides=(4, 24)), (1, 6)),
+    (lambda a: bytetensor.CTensor(a, (3,), "float32", strides=(-8,), offset=88), (-2,)),
+    (lambda a: bytetensor.CTensor(a, (0, 2), "float32"), (2, 1)),
+])
+def test_the_third_party_c_reader_describes_ctensor_exactly(make, strides):
+    a = np.arange(24, dtype=np.float32)
+    t = make(a)
+    v = interop_core.view(t)
+    assert (v.ptr, v.shape, v.strides) == (t.address, t.shape, strides)
+    assert (v.dlpack_dtype, v.device_type, v.readonly, v.owner) == ((2, 32, 1), 1, False, t)
+    offset = (t.address - a.ctypes.data) // 4
+    expected = np.lib.stride_tricks.as_strided(a[offset:], t.shape,
+                                               tuple(s * 4 for s in strides))
+    np.testing.assert_array_equal(np.asarray(v), expected)
+
+
+def test_the_third_party_c_reader_is_registered_through_the_public_capsule():
+    entry = interop_core.plugins.reader_for(bytetensor.CTensor)
+    assert entry.plugin == "bytetensor" and entry.kind == 3
+    assert "interop_core.reader_v2" in repr(entry.reader)
+
+
+def test_a_view_through_the_c_reader_keeps_the_ctensor_and_its_buffer_alive():
+    a = np.arange(8, dtype=np.float64)
+    t = bytetensor.CTensor(memoryview(a), (8,), "float64")
+    buffer_ref = weakref.ref(a)      # CTensor holds `a` through its Py_buffer
+    v = interop_core.view(t)
+    del a, t
+    gc.collect()
+    assert buffer_ref() is not None
+    assert np.asarray(v)[3] == 3.0
+    del v
+    gc.collect()
+    assert buffer_ref() is None
+
+
+def test_read_only_buffers_give_read_only_views_through_the_c_reader():
+    v = interop_core.view(bytetensor.CTensor(bytes(16), (4,), "int32"))
+    assert v.readonly and v.dlpack_dtype == (0, 32, 1)
+
+
 # --- discovery through the installed distribution ---------------------------------------------
 
 def test_example_plugin_is_discovered_through_its_installed_entry_point():

@@ -8,6 +8,7 @@ is imported, which would change numba for every other test in this process).
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import subprocess
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import validation_result
 
 import interop_core
-from interop_core import _numba_reader
 from interop_core.testing import Expected, PluginConformance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,38 +64,40 @@ class _Pointer:
 class StandIn:
     """The public attributes of a numba DeviceNDArray, over host memory."""
 
-    def __init__(self, array, stream=0, cai_ptr_shift=0):
+    def __init__(self, array, stream=0, cai_ptr_shift=0, cai_reports_stream=True):
         self._array = array
         self.shape, self.strides, self.dtype = array.shape, array.strides, array.dtype
         self.gpu_data = _Pointer(array.ctypes.data) if array.size else None
         self.stream = stream
         self._shift = cai_ptr_shift
+        # False: like numba with NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0, no stream in the interface.
+        self._reports_stream = cai_reports_stream
 
     @property
     def __cuda_array_interface__(self):
         ptr = self._array.ctypes.data if self._array.size else 0
+        stream = int(self.stream) if self.stream != 0 and self._reports_stream else None
         return {"shape": self.shape, "strides": self.strides, "typestr": self.dtype.str,
-                "data": (ptr + self._shift, False), "version": 3,
-                "stream": int(self.stream) if self.stream != 0 else None}
+                "data": (ptr + self._shift, False), "version": 3, "stream": stream}
 
 
-class _StandInPlugin:
-    @interop_core.hookimpl
-    def interop_core_register(self, registry):
-        registry.add_type(StandIn, reader="numba")
+STAND_IN = f"{StandIn.__module__}:{StandIn.__qualname__}"
 
 
 @pytest.fixture
-def stand_in_registered():
-    import interop_numba  # noqa: F401  (the compiled readers are registered by name on import)
+def register_stand_in(registered):
+    """Register StandIn as the plugin registers numba's arrays, with the given canaries."""
+    from interop_numba import _reader
 
-    from interop_core import _numba_reader as reader  # noqa: F401
+    def register(*canaries):
+        registered(lambda registry: registry.add_type(
+            StandIn, reader=_reader.reader_capsule(), fallback="cuda_array_interface",
+            prepare=functools.partial(_reader.prepare, canaries),
+            canaries=functools.partial(list, canaries),
+            producer_stream=_reader.producer_stream), "numba-stand-in")
+        return validation_result(STAND_IN)
 
-    previous = _numba_reader.mode()
-    name = interop_core.register_plugin(_StandInPlugin(), name="numba-stand-in")
-    yield
-    interop_core.unregister_plugin(name)
-    _numba_reader.set_mode(previous)
+    return register
 
 
 LAYOUTS = {
@@ -109,10 +112,13 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attribute_reader_matches_the_interface(stand_in_registered, dtype, layout):
+def test_attribute_reader_matches_the_interface(register_stand_in, dtype, layout):
     array = LAYOUTS[layout](np.zeros((4, 6), dtype=dtype))
     obj = StandIn(array)
-    assert _numba_reader.validate(obj) == "attributes", _numba_reader.failure()
+    result = register_stand_in(obj, StandIn(np.zeros(5, dtype), stream=7))
+    assert result.validated and result.canaries == 2, result.reason
+    assert result.details == {"stream_fields_checked": 2}
+    assert interop_core.plugins.reader_for(StandIn).kind == 3    # the capsule, not the fallback
     v = interop_core.view(obj)
     assert v.owner is obj
     assert v.shape == array.shape
@@ -124,40 +130,86 @@ def test_attribute_reader_matches_the_interface(stand_in_registered, dtype, layo
         assert v.strides_in_bytes == array.strides
 
 
-def test_a_disagreeing_interface_makes_the_reader_fall_back(stand_in_registered):
+def test_a_canary_the_interface_reads_differently_installs_the_interface(register_stand_in):
     array = np.zeros(8, np.float32)
     obj = StandIn(array, cai_ptr_shift=4)
-    assert _numba_reader.validate(obj) == "cuda_array_interface"
-    assert "ptr" in _numba_reader.failure()
+    result = register_stand_in(obj)
+    assert not result.validated and "ptr" in result.reason
+    entry = interop_core.plugins.reader_for(StandIn)
+    assert entry.reader == "cuda_array_interface" and entry.plugin == "numba-stand-in"
     assert interop_core.view(obj).ptr == array.ctypes.data + 4  # what the interface says
 
 
-def test_forced_fallback_reads_through_the_interface(stand_in_registered):
-    _numba_reader.set_mode("cuda_array_interface")
-    obj = StandIn(np.zeros(3), stream=99)
-    v = interop_core.view(obj)
-    assert v.producer_stream == 99 and _numba_reader.mode() == "cuda_array_interface"
+def test_a_stream_field_that_disagrees_installs_the_interface(register_stand_in):
+    obj = StandIn(np.zeros(4, np.int32), stream=77, cai_reports_stream=False)
+    result = register_stand_in(StandIn(np.zeros(3)), obj)
+    assert not result.validated and "stream" in result.reason, result.reason
+    assert interop_core.plugins.reader_for(StandIn).reader == "cuda_array_interface"
+    assert interop_core.view(obj).ptr == obj._array.ctypes.data
+
+
+def test_forced_fallback_reads_through_the_interface(register_stand_in, force_validation):
+    register_stand_in(StandIn(np.zeros(3)))
+    force_validation(STAND_IN, False)
+    assert interop_core.plugins.reader_for(StandIn).reader == "cuda_array_interface"
+    v = interop_core.view(StandIn(np.zeros(3), stream=99))
+    assert v.producer_stream == 99
 
 
 @pytest.mark.parametrize(("stream", "expected"), [(0, None), (77, 77)])
-def test_producer_stream_is_the_interfaces_stream_field(stand_in_registered, stream, expected):
+def test_producer_stream_is_the_interfaces_stream_field(register_stand_in, stream, expected):
+    import interop_numba
+
     obj = StandIn(np.zeros(4, np.int32), stream=stream)
-    assert _numba_reader.validate(obj) == "attributes"
+    assert register_stand_in(obj).validated
     assert interop_core.view(obj).producer_stream == expected
-    assert _numba_reader.producer_stream(obj) == expected
+    assert interop_numba.producer_stream(obj) == expected
 
 
-def test_a_stride_that_is_not_a_whole_number_of_elements_is_a_buffer_error(stand_in_registered):
+def test_a_stride_that_is_not_a_whole_number_of_elements_is_a_buffer_error(register_stand_in):
     obj = StandIn(np.zeros(4, np.int32))
-    _numba_reader.set_mode("attributes")
+    assert register_stand_in(StandIn(np.zeros(4, np.int32))).validated
     obj.strides = (6,)
     with pytest.raises(BufferError, match="not a multiple of its itemsize"):
         interop_core.view(obj)
 
 
-def test_set_mode_rejects_unknown_modes():
-    with pytest.raises(ValueError, match="mode must be one of"):
-        _numba_reader.set_mode("fast")
+@pytest.mark.parametrize(("attribute", "value", "message"), [
+    ("shape", [4], "are not tuples"),
+    ("strides", (4, 4), "1 extents but 2 strides"),
+    ("shape", (1,) * 65, "65 dimensions"),
+    ("gpu_data", None, "null pointer but 4 elements"),
+])
+def test_attributes_that_describe_no_array_are_a_buffer_error(register_stand_in, attribute,
+                                                               value, message):
+    assert register_stand_in(StandIn(np.zeros(4, np.int32))).validated
+    obj = StandIn(np.zeros(4, np.int32))
+    setattr(obj, attribute, value)
+    if attribute == "shape" and len(value) == 65:
+        obj.strides = (4,) * 65
+    with pytest.raises(BufferError, match=message):
+        interop_core.view(obj)
+
+
+def test_numba_arrays_take_the_compiled_reader_through_the_public_abi():
+    import interop_numba
+    from interop_numba import _reader
+
+    cuda = pytest.importorskip("numba.cuda")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip("the CUDA simulator is on")
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    entry = interop_core.plugins.reader_for(DeviceNDArray)
+    assert entry.plugin == "numba" and entry.type_path in interop_numba.ARRAY_TYPES
+    assert entry.kind == 3                      # a capsule, as a third party registers
+    assert entry.fallback.reader == "cuda_array_interface"
+    assert entry.prepare is _reader.prepare and entry.canaries is _reader.canaries
+    assert entry.producer_stream is _reader.producer_stream
+    result = validation_result(entry.type_path)
+    assert result.validated, result.reason
+    # Without a CUDA device no device array can exist, so there is nothing to compare.
+    assert result.canaries == (len(_reader.canaries()) if cuda.is_available() else 0)
 
 
 # --- the CUDA simulator, in a subprocess --------------------------------------------------------
@@ -167,7 +219,7 @@ SIMULATOR_SCRIPT = textwrap.dedent("""
     import numpy as np
     import interop_core
     from numba import cuda
-    import interop_numba
+    import interop_numba, interop_numba._reader
     dtypes, layouts = json.loads(sys.argv[1])
     out = {"file": interop_numba.__file__}
     a = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6))
@@ -189,6 +241,8 @@ SIMULATOR_SCRIPT = textwrap.dedent("""
     exported = interop_core.to(src, "numba")
     out["export"] = [type(exported).__name__, exported._ary.ctypes.data == src.ctypes.data,
                      interop_core.view(exported).ptr == src.ctypes.data]
+    # The device-array reader's canaries are never the simulator's host arrays.
+    out["canaries"] = len(interop_numba._reader.canaries())
     print(json.dumps(out))
 """)
 
@@ -207,12 +261,13 @@ def test_simulator_arrays_are_read_and_exported_through_the_plugin():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["file"].startswith(str(ROOT))
-    assert out["entry"] == ["numba", "numba_simulator"]
+    assert out["entry"] == ["numba", "array_interface"]
     for key, (shape_ok, ptr_ok, strides_ok, dtype, device, owner_ok) in out["cases"].items():
         assert shape_ok and ptr_ok and strides_ok and owner_ok, key
         assert tuple(dtype) == DLPACK[key.split("-")[0]], key
         assert device == [1, 0], key  # simulator memory is host memory, reported as such
     assert out["export"] == ["FakeCUDAArray", True, True]
+    assert out["canaries"] == 0
 
 
 def test_exporting_host_memory_to_real_numba_is_a_clear_buffer_error():
@@ -261,14 +316,40 @@ def test_gpu_view_matches_numbas_interface(dtype, layout):
     else:
         obj = {"contiguous": base, "sliced": base[1:, ::2], "zero_size": base[2:2]}[layout]
     v = interop_core.view(obj)
-    assert _numba_reader.mode() == "attributes", _numba_reader.failure()
+    entry = interop_core.plugins.reader_for(type(obj))
+    assert entry.plugin == "numba"
+    assert entry.kind == 3, validation_result(entry.type_path).reason  # the compiled reader
     reference = interop_core.StridedMemoryView.from_cuda_array_interface(obj)
     assert (v.shape, v.dlpack_dtype, v.device_type, v.device_id) == (
         reference.shape, reference.dlpack_dtype, reference.device_type, reference.device_id)
     if v.size:
         assert v.ptr == reference.ptr and v.strides == reference.strides
-    entry = interop_core.plugins.reader_for(type(obj))
-    assert (entry.plugin, entry.reader) == ("numba", "numba")
+
+
+@pytest.mark.gpu
+def test_gpu_reader_validates_on_numbas_own_arrays():
+    cuda = _cuda()
+    from interop_numba import _reader
+
+    entry = interop_core.plugins.reader_for(type(cuda.device_array(4)))
+    result = validation_result(entry.type_path)
+    assert result.validated, result.reason
+    assert result.canaries >= 9                 # numba's arrays of several dtypes and layouts
+    assert result.details["stream_fields_checked"] == result.canaries
+    assert any(a.stream != 0 for a in _reader.canaries())   # one is bound to a stream
+
+
+@pytest.mark.gpu
+def test_gpu_failed_validation_reads_through_numbas_interface(force_validation):
+    cuda = _cuda()
+    s = cuda.stream()
+    a = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6), stream=s)[1:, ::2]
+    path = interop_core.plugins.reader_for(type(a)).type_path
+    force_validation(path, False)
+    assert interop_core.plugins.reader_for(type(a)).reader == "cuda_array_interface"
+    v = interop_core.view(a)
+    cai = a.__cuda_array_interface__
+    assert (v.ptr, v.strides_in_bytes, v.producer_stream) == (cai["data"][0], a.strides, int(s))
 
 
 @pytest.mark.gpu

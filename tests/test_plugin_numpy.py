@@ -6,9 +6,9 @@ import gc
 import weakref
 
 import pytest
+from conftest import validation_result
 
 import interop_core
-from interop_core import _numpy_reader
 from interop_core.testing import Expected, PluginConformance
 
 np = pytest.importorskip("numpy")
@@ -63,24 +63,35 @@ def _check(v, a):
 
 
 @pytest.fixture(params=[True, False], ids=["struct", "fallback"])
-def reader_mode(request):
-    _numpy_reader.set_validation_result(None)
+def reader_mode(request, force_validation):
     if not request.param:
-        _numpy_reader.set_validation_result(False, "simulated by the test")
+        force_validation("numpy:ndarray", False, "simulated by the test")
     yield request.param
-    _numpy_reader.set_validation_result(None)
 
 
 def test_struct_layout_validates_on_this_numpy():
-    _numpy_reader.set_validation_result(None)
-    ok, reason = _numpy_reader.validation_status()
-    assert ok, reason
+    result = validation_result("numpy:ndarray")
+    assert result.validated, result.reason
+    assert result.canaries > 200
 
 
-def test_numpy_ndarray_uses_this_plugins_reader():
+def test_numpy_ndarray_uses_this_plugins_compiled_reader_through_the_public_abi():
+    import interop_numpy._reader
+
     entry = interop_core.plugins.reader_for(np.ndarray)
     assert entry.plugin == "numpy"
-    assert entry.reader == "numpy"
+    assert entry.kind == 3                      # a capsule, as a third party registers
+    assert entry.fallback.reader is interop_numpy._reader.read_with_python_api
+
+
+def test_a_failed_validation_installs_the_fallback(force_validation):
+    import interop_numpy._reader
+
+    force_validation("numpy:ndarray", False, "simulated by the test")
+    entry = interop_core.plugins.reader_for(np.ndarray)
+    assert entry.reader is interop_numpy._reader.read_with_python_api
+    a = np.arange(6.0).reshape(2, 3)[:, ::2]
+    assert interop_core.view(a).strides == (3, 2)
 
 
 def test_plugin_package_comes_from_this_checkout():

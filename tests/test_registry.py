@@ -228,7 +228,7 @@ class TensorInfo(ctypes.Structure):
                 ("dtype_lanes", ctypes.c_uint16), ("device_type", ctypes.c_int32),
                 ("device_id", ctypes.c_int32), ("readonly", ctypes.c_int32),
                 ("has_producer_stream", ctypes.c_int32), ("producer_stream", ctypes.c_ssize_t),
-                ("keepalive", ctypes.c_void_p)]
+                ("keepalive", ctypes.c_void_p), ("strides_in_bytes", ctypes.c_int32)]
 
 
 READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
@@ -243,8 +243,32 @@ def _capsule_new():
     return new
 
 
-def _capsule(function) -> object:
-    return _capsule_new()(ctypes.cast(function, ctypes.c_void_p), b"interop_core.reader_v1", None)
+def _capsule(function, name=b"interop_core.reader_v1") -> object:
+    return _capsule_new()(ctypes.cast(function, ctypes.c_void_p), name, None)
+
+
+def _v2(function) -> object:
+    return _capsule(function, b"interop_core.reader_v2")
+
+
+def _fill_from_array(out, a, *, byte_strides=False):
+    info = out.contents
+    info.data = a.ctypes.data
+    info.ndim = a.ndim
+    info.shape = a.ctypes.shape_as(ctypes.c_int64)
+    if byte_strides:
+        info.strides = a.ctypes.strides_as(ctypes.c_int64)
+        info.strides_in_bytes = 1
+    else:
+        info.strides = (ctypes.c_int64 * a.ndim)(*(s // a.itemsize for s in a.strides))
+        _keep.append(info.strides)
+    info.dtype_code, info.dtype_bits, info.dtype_lanes = 2, 8 * a.itemsize, 1
+    info.device_type, info.device_id = 1, 0
+    info.readonly = 0 if a.flags.writeable else 1
+    return 0
+
+
+_keep = []   # stride arrays a ctypes reader hands out must outlive its call
 
 
 def test_a_c_reader_in_a_capsule_fills_the_view(registered):
@@ -280,9 +304,183 @@ def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered
         view(Tensorish(np.zeros(1)))
 
 
+def test_a_v2_reader_reports_byte_strides_and_the_core_divides_them(registered):
+    @READER_V1
+    def reader(obj, stream, out):
+        return _fill_from_array(out, obj.array, byte_strides=True)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "c-v2")
+    obj = Tensorish(np.arange(24, dtype=np.float32).reshape(4, 6)[::-1, ::2])
+    v = view(obj)
+    assert (v.ptr, v.shape, v.strides) == (obj.array.ctypes.data, (4, 3), (-6, 2))
+    np.testing.assert_array_equal(np.asarray(v), obj.array)
+
+
+def test_byte_strides_that_are_not_a_multiple_of_the_itemsize_are_a_buffer_error(registered):
+    raw = np.zeros(64, np.uint8)
+    odd = np.lib.stride_tricks.as_strided(raw.view(np.float32), (3,), (6,))
+
+    @READER_V1
+    def reader(obj, stream, out):
+        return _fill_from_array(out, obj.array, byte_strides=True)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "c-odd")
+    with pytest.raises(BufferError, match="stride of 6 bytes"):
+        view(Tensorish(odd))
+
+
+def test_a_declined_object_goes_to_the_fallback_reader(registered):
+    seen = []
+
+    @READER_V1
+    def reader(obj, stream, out):
+        if obj.array.ndim > 1:
+            return 1            # declined: not a case this fast path handles
+        return _fill_from_array(out, obj.array)
+
+    def fallback(obj, stream):
+        seen.append(obj)
+        return read_tensorish(obj, stream)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader), fallback=fallback), "c-decline")
+    flat, square = Tensorish(np.zeros(4)), Tensorish(np.zeros((2, 2)))
+    assert view(flat).shape == (4,) and seen == []
+    assert view(square).shape == (2, 2) and seen == [square]
+
+
+def test_a_declined_object_without_a_fallback_is_a_buffer_error(registered):
+    @READER_V1
+    def reader(obj, stream, out):
+        return 1
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "c-decline-only")
+    with pytest.raises(BufferError, match="declined this object"):
+        view(Tensorish(np.zeros(2)))
+
+
+def test_a_python_reader_declines_with_not_implemented(registered):
+    registered(lambda r: r.add_type(Tensorish, lambda obj, stream: NotImplemented,
+                                    fallback=read_tensorish), "py-decline")
+    assert view(Tensorish(np.arange(3.0))).shape == (3,)
+
+
+# --- validate once, else fall back (the one mechanism for readers of undocumented layouts) ------
+
+
+def _validated(registered, reader, name, **checks):
+    calls = []
+
+    def fallback(obj, stream):
+        calls.append("fallback")
+        return read_tensorish(obj, stream)
+
+    registered(lambda r: r.add_type(Tensorish, reader, fallback=fallback, **checks), name)
+    return calls
+
+
+def test_a_reader_whose_canaries_read_as_the_fallback_is_installed(registered):
+    calls = _validated(registered, read_tensorish, "valid",
+                       canaries=lambda: [Tensorish(np.arange(6.0).reshape(2, 3)[:, ::2])])
+    view(Tensorish(np.zeros(3)))
+    assert calls == ["fallback"]     # only the canary comparison used the fallback
+    result = plugins.reader_for(Tensorish)
+    assert result.reader is read_tensorish
+
+
+def test_a_reader_that_misreads_a_canary_is_replaced_by_its_fallback_and_says_why(registered):
+    from interop_core.registry import _validation
+
+    def wrong(obj, stream):
+        a = obj.array
+        return StridedMemoryView.from_pointer(a.ctypes.data, a.shape[::-1], owner=obj)
+
+    calls = _validated(registered, wrong, "misreads",
+                       canaries=lambda: [Tensorish(np.zeros((2, 3)))])
+    obj = Tensorish(np.zeros((2, 3)))
+    assert view(obj).shape == (2, 3)
+    assert calls[-1] == "fallback"
+    result = next(r for r in _validation.results() if r.plugin == "misreads")
+    assert not result.validated and "shape[0] 3 != 2" in result.reason
+
+
+@pytest.mark.parametrize("prepare, reason", [
+    (lambda: "the struct moved", "the struct moved"),
+    (lambda: 1 / 0, "ZeroDivisionError"),
+])
+def test_a_prepare_that_refuses_or_raises_installs_the_fallback(registered, prepare, reason):
+    from interop_core.registry import _validation
+
+    _validated(registered, read_tensorish, f"prepare-{reason}", prepare=prepare)
+    assert plugins.reader_for(Tensorish).reader is not read_tensorish
+    result = next(r for r in _validation.results() if r.plugin == f"prepare-{reason}")
+    assert not result.validated and reason in result.reason
+
+
+def test_validation_runs_once_per_process_for_the_same_checks(registered):
+    runs = []
+
+    def prepare():
+        runs.append(1)
+        return {"mode": "fast"}
+
+    _validated(registered, read_tensorish, "once", prepare=prepare)
+    for _ in range(3):
+        view(Tensorish(np.zeros(2)))
+        plugins._reinstall()
+    assert runs == [1]
+
+
+def test_a_validated_reader_needs_a_fallback():
+    with pytest.raises(RuntimeError, match="needs a fallback"):
+        interop_core.register_plugin(make_plugin(
+            lambda r: r.add_type(Tensorish, read_tensorish, canaries=list)), "no-fallback")
+
+
+# --- the core's helper table for compiled readers (interop_core._C_API) -------------------------
+
+
+class CoreApi(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+                ("dtype_of", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,  # holds the GIL
+                                              ctypes.POINTER(ctypes.c_uint8),
+                                              ctypes.POINTER(ctypes.c_uint8),
+                                              ctypes.POINTER(ctypes.c_uint16))),
+                ("pointer_device", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                                    ctypes.POINTER(ctypes.c_int32),
+                                                    ctypes.POINTER(ctypes.c_int32)))]
+
+
+def _core_api():
+    get = ctypes.pythonapi["PyCapsule_GetPointer"]
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return ctypes.cast(get(interop_core._C_API, b"interop_core._C_API"),
+                       ctypes.POINTER(CoreApi)).contents
+
+
+def test_the_core_api_table_is_version_2_and_converts_dtypes():
+    api = _core_api()
+    assert api.abi_version == 2 and api.size == ctypes.sizeof(CoreApi)
+    code, bits, lanes = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
+    assert api.dtype_of(np.dtype("complex64"), code, bits, lanes) == 0
+    assert (code.value, bits.value, lanes.value) == (5, 64, 1)
+    device, ordinal = ctypes.c_int32(-1), ctypes.c_int32(-1)
+    host = np.zeros(4)
+    assert api.pointer_device(host.ctypes.data, device, ordinal) == 0   # plain host memory
+    assert (device.value, ordinal.value) == (-1, -1)
+
+
+def test_the_header_is_where_get_include_says():
+    import os
+
+    header = os.path.join(interop_core.get_include(), "interop_core.h")
+    text = open(header).read()
+    assert "#define INTEROP_CORE_ABI_VERSION 2" in text
+    assert "interop_core.reader_v2" in text and "interop_core._C_API" in text
+
+
 def test_a_capsule_of_the_wrong_name_is_rejected():
     wrong = _capsule_new()(ctypes.c_void_p(1), b"something_else", None)
-    with pytest.raises(RuntimeError, match="interop_core.reader_v1"):
+    with pytest.raises(RuntimeError, match="interop_core.reader_v2"):
         interop_core.register_plugin(make_plugin(lambda r: r.add_type(Tensorish, wrong)), "wrong")
 
 

@@ -630,7 +630,8 @@ def _reader_module(name: str):
 
 
 def _torch_reader_cases(dev: str, t: object) -> list[Case]:
-    from ..registry import _registry, to, view
+    from .. import to, view
+    from ..registry import _registry
 
     mod = _reader_module("_torch_reader")
     if mod is None:
@@ -675,19 +676,20 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     return cases
 
 
+def _forced_fallback(type_path: str) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(enter, leave): pin the reader of ``type_path`` to its fallback, then unpin it."""
+    from ..registry import _validation
+
+    return (lambda: _validation._force(type_path, False, "benchmark: forced fallback"),
+            lambda: _validation._force(type_path, None))
+
+
 def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
     from .. import StridedMemoryView, view
 
-    mod = _reader_module(f"_{fw}_reader")
-    if mod is None:
-        return []
     group = f"readers: view({fw} {dev})"
-
-    def fallback_on():
-        mod.set_validation_result(False, "benchmark: forced fallback")
-
-    def restore():
-        mod.set_validation_result(None)
+    fallback_on, restore = _forced_fallback(
+        f"{type(obj).__module__.split('.')[0]}:{type(obj).__qualname__}")
 
     return [Case("readers", group, "interop_core view() (plugin reader)", bound(view, obj),
                  ours=True),
@@ -744,16 +746,30 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
+def _validation_note(type_path: str) -> str:
+    """How the core's one validation mechanism decided on the reader of ``type_path``."""
+    from ..registry import _validation
+
+    for result in reversed(_validation.results()):
+        if result.type_path == type_path:
+            if result.validated:
+                return f"validated on {result.canaries} canaries"
+            return f"fell back: {result.reason}"
+    return ""
+
+
 def _numba_reader_cases(dev: str, d: object) -> list[Case]:
     from .. import StridedMemoryView, view
+    from ..plugins import reader_for
 
-    mod = _reader_module("_numba_reader")
-    if mod is None:
-        return []
-    view(d)
+    view(d)  # the type resolves and its reader is validated; the outcome is then known
+    # The path as the plugin declared it (numba's or numba-cuda's module path).
+    type_path = reader_for(type(d)).type_path
     group = f"readers: view(numba {dev})"
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, d),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note(type_path)),
+             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
+                  runner=_stateful(bound(view, d), *_forced_fallback(type_path))),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, d), ours=True)]
     try:
@@ -765,10 +781,30 @@ def _numba_reader_cases(dev: str, d: object) -> list[Case]:
     return cases
 
 
+def _public_abi_cases() -> list[Case]:
+    """A third party's compiled reader (the example plugin's, in C on interop_core.h) against
+    the first-party numpy reader (on the same ABI), for objects of the same shape and dtype."""
+    from .. import view
+
+    if not (_installed("bytetensor") and _installed("numpy")):
+        return []
+    import numpy as np
+    from bytetensor import CTensor
+
+    array = np.zeros((64, 64), dtype=np.float32)
+    tensor = CTensor(np.zeros((64, 64), dtype=np.float32), (64, 64), "float32")
+    group = "readers: public C ABI, third party vs first party"
+    return [Case("readers", group, "view(bytetensor.CTensor): third-party C reader",
+                 bound(view, tensor), ours=True),
+            Case("readers", group, "view(numpy.ndarray): first-party reader",
+                 bound(view, array), ours=True)]
+
+
 def _section_readers(device: str, quick: bool) -> list[Case]:
     """The first-party plugins' compiled readers against their own fallbacks and the generic
-    path (what a type gets with no plugin, or when a framework's internals changed)."""
-    cases = []
+    path (what a type gets with no plugin, or when a framework's internals changed), and a
+    third party's compiled reader against a first-party one."""
+    cases = _public_abi_cases() if device in ("cpu", "all") else []
     for dev in _devices(device):
         for fw, obj in samples(dev).items():
             try:

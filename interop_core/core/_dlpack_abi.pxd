@@ -1,6 +1,7 @@
 # DLPack ABI, declared by this project from the DLPack specification (dlpack.h, v1.x).
 #
-# Only layouts and constants live here; no code.  Declaring them in a `cdef extern` block
+# Only layouts and constants live here; the two `cpdef enum`s are also Python IntEnums, made by
+# _dlpack_abi.pyx from these same lines (interop_core.dtypes re-exports them): one table of codes.  Declaring them in a `cdef extern` block
 # with an inline C verbatim string keeps us free of any third-party header while giving the
 # C compiler exact struct definitions.
 
@@ -136,7 +137,7 @@ cdef enum:
     DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
 
 # DLDeviceType values.
-cdef enum:
+cpdef enum DLDeviceType:
     kDLCPU = 1
     kDLCUDA = 2
     kDLCUDAHost = 3
@@ -155,7 +156,7 @@ cdef enum:
     kDLTrn = 18
 
 # DLDataTypeCode values.
-cdef enum:
+cpdef enum DLDataTypeCode:
     kDLInt = 0
     kDLUInt = 1
     kDLFloat = 2

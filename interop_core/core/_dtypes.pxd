@@ -29,7 +29,7 @@ cdef int dtype_from_object(object dtype, DLDataType* out) except -1
 cdef object dtype_to_numpy(DLDataType dtype)
 
 # Human name: "float32", "bfloat16", "float8_e4m3fn", "bool", "float32x4" for lanes.
-cdef str dtype_name(DLDataType dtype)
+cdef str describe_dtype(DLDataType dtype)
 
 # Triple -> array-interface typestr (native byte order).  BufferError for types the protocol
 # cannot name (bfloat16, float8, lanes > 1, ...).
@@ -37,6 +37,10 @@ cdef str dtype_to_typestr(DLDataType dtype)
 
 # Triple -> buffer-protocol format string.  BufferError when the protocol has no format for it.
 cdef str dtype_to_buffer_format(DLDataType dtype)
+
+# dtype_from_object through a small identity cache (the dtype objects are kept alive by it):
+# readers of array types call it per object with the same few dtypes.
+cdef int dtype_of_cached(object dtype, DLDataType* out) except -1
 
 # record_set_dtype for a framework's dtype object (numpy dtype, cupy/numba `.dtype`), through a
 # small identity cache: readers of array types call it per object with the same few dtypes.

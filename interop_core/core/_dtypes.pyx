@@ -37,13 +37,13 @@ from ._dlpack_abi cimport (
 from ._record cimport ViewRecord
 
 __all__ = [
-    "as_dlpack_dtype",
+    "dtype_name",
+    "itemsize",
     "known_dtypes",
+    "to_dlpack_dtype",
+    "to_numpy_dtype",
     "triple_from_buffer_format",
     "triple_from_typestr",
-    "triple_itemsize",
-    "triple_name",
-    "triple_to_numpy",
 ]
 
 # The byte-order character of this machine in typestrs and buffer formats.
@@ -181,7 +181,7 @@ cdef Py_ssize_t dtype_itemsize(DLDataType dtype, bint subbyte_padded) except -1:
         # One element per byte, the way ml_dtypes stores float4/float6/int4.
         return 1
     raise BufferError(
-        f"{dtype_name(dtype)} packs {total} bits per element, not a whole number of bytes; "
+        f"{describe_dtype(dtype)} packs {total} bits per element, not a whole number of bytes; "
         "packed sub-byte tensors are not supported (store one element per byte, as "
         "ml_dtypes does, and mark it DLPack IS_SUBBYTE_TYPE_PADDED)")
 
@@ -244,7 +244,7 @@ cdef tuple _row_naming(DLDataType dtype, int column, str spelling):
     row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
     if row[column] is None or dtype.lanes != 1:
         raise BufferError(
-            f"{dtype_name(dtype)} has no {spelling}; exchange it through DLPack (__dlpack__) "
+            f"{describe_dtype(dtype)} has no {spelling}; exchange it through DLPack (__dlpack__) "
             "instead")
     return row
 
@@ -474,7 +474,7 @@ cdef object dtype_to_numpy(DLDataType dtype):
         raise TypeError(str(exc)) from None
     if dtype.lanes != 1:
         raise TypeError(
-            f"{dtype_name(dtype)} is a vector type ({dtype.lanes} lanes); numpy has no dtype "
+            f"{describe_dtype(dtype)} is a vector type ({dtype.lanes} lanes); numpy has no dtype "
             "for it (dlpack_dtype describes it; view(dtype=...) with the scalar type "
             "reinterprets the lanes as elements)")
     row = _ENTRY[_pack(dtype.code, dtype.bits, 1)]
@@ -502,7 +502,7 @@ cdef object dtype_to_numpy(DLDataType dtype):
     return result
 
 
-cdef str dtype_name(DLDataType dtype):
+cdef str describe_dtype(DLDataType dtype):
     row = _ENTRY.get(_pack(dtype.code, dtype.bits, 1))
     if row is None or dtype.lanes < 1:
         return f"dlpack{_triple_repr(dtype)}"
@@ -511,21 +511,31 @@ cdef str dtype_name(DLDataType dtype):
     return f"{row[2]}x{dtype.lanes}"
 
 
-# --- Python-visible wrappers (re-exported by interop_core.dtypes) -----------------------------
+# --- the public functions (documented here, re-exported by interop_core.dtypes) ----------------
 
-def as_dlpack_dtype(obj):
-    """Convert anything accepted as a dtype into a DLPack ``(code, bits, lanes)`` triple.
+def to_dlpack_dtype(obj):
+    """Convert a dtype, in any spelling this library accepts, into a DLPack triple.
 
     Parameters
     ----------
     obj : object
-        A numpy dtype or scalar type, an ml_dtypes type, a name (``"float32"``,
-        ``"bfloat16"``), a typestr (``"<f4"``), a Python type (bool, int, float, complex) or a
-        triple.
+        A numpy dtype or scalar type (``np.float32``), an ml_dtypes type
+        (``ml_dtypes.bfloat16``), a name (``"float32"``, ``"bfloat16"``, ``"float8_e4m3fn"``,
+        ``"bool"``), a typestr (``"<f4"``, ``"f4"``), a Python type (``bool``, ``int``,
+        ``float``, ``complex``) or a ``(code, bits, lanes)`` tuple (validated).
 
     Returns
     -------
     tuple of int
+        ``(code, bits, lanes)``.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is not a dtype, or is one DLPack cannot express (object, structured,
+        datetime, string dtypes).
+    ValueError
+        For an unknown name, a non-native byte order, or a triple DLPack does not define.
     """
     cdef DLDataType dt
     dtype_from_object(obj, &dt)
@@ -533,13 +543,16 @@ def as_dlpack_dtype(obj):
 
 
 cdef int _triple_arg(object triple, DLDataType* out) except -1:
-    if type(triple) is not tuple:
-        raise TypeError(f"expected a (code, bits, lanes) tuple, got {type(triple).__name__}")
+    try:
+        triple = tuple(triple)
+    except TypeError:
+        raise TypeError(
+            f"expected a (code, bits, lanes) triple, got {type(triple).__name__}") from None
     return _from_triple_tuple(<tuple> triple, out)
 
 
-def triple_to_numpy(triple):
-    """The numpy dtype of a DLPack triple (imports numpy, and ml_dtypes where needed).
+def to_numpy_dtype(triple):
+    """The numpy dtype of a DLPack triple.
 
     Parameters
     ----------
@@ -549,14 +562,22 @@ def triple_to_numpy(triple):
     Returns
     -------
     numpy.dtype
+        A builtin numpy dtype, or an ml_dtypes one for bfloat16 and the float8/6/4 and
+        sub-byte integer types (stored one element per byte).
+
+    Raises
+    ------
+    TypeError
+        If numpy has no such dtype: vector types (lanes > 1), opaque handles, or ml_dtypes
+        types when ml_dtypes is not installed.
     """
     cdef DLDataType dt
     _triple_arg(triple, &dt)
     return dtype_to_numpy(dt)
 
 
-def triple_name(triple):
-    """The readable name of a DLPack triple (``"float32"``, ``"bfloat16"``, ``"int8x4"``).
+def dtype_name(triple):
+    """A readable name for a DLPack triple.
 
     Parameters
     ----------
@@ -566,13 +587,15 @@ def triple_name(triple):
     Returns
     -------
     str
+        ``"float32"``, ``"bfloat16"``, ``"float8_e4m3fn"``, ``"bool"``; vector types get the
+        lane count appended (``"float32x4"``).
     """
     cdef DLDataType dt
     _triple_arg(triple, &dt)
-    return dtype_name(dt)
+    return describe_dtype(dt)
 
 
-def triple_itemsize(triple, subbyte_padded=False):
+def itemsize(triple, subbyte_padded=False):
     """Bytes per element of a DLPack triple.
 
     Parameters
@@ -580,17 +603,18 @@ def triple_itemsize(triple, subbyte_padded=False):
     triple : tuple of int
         ``(code, bits, lanes)``.
     subbyte_padded : bool, optional
-        Whether a sub-byte type is stored one element per byte (DLPack's
-        ``IS_SUBBYTE_TYPE_PADDED``; how ml_dtypes stores float4/float6/int4).
+        Whether sub-byte elements (float4, float6, int4, ...) are stored one per byte, as
+        ml_dtypes stores them and as DLPack's ``IS_SUBBYTE_TYPE_PADDED`` flag declares.
 
     Returns
     -------
     int
+        ``bits * lanes / 8``, or 1 for a padded sub-byte scalar.
 
     Raises
     ------
     BufferError
-        For packed sub-byte elements that do not fill whole bytes.
+        For packed sub-byte elements that do not fill whole bytes (e.g. a packed float4).
     """
     cdef DLDataType dt
     _triple_arg(triple, &dt)
@@ -633,11 +657,12 @@ def triple_from_buffer_format(fmt, Py_ssize_t itemsize):
 
 
 def known_dtypes():
-    """Every scalar type in the table, as ``{name: (code, bits, 1)}``.
+    """Every scalar element type this library knows.
 
     Returns
     -------
-    dict
+    dict of str to tuple
+        Name to ``(code, bits, 1)``, in table order.
     """
     return {row[2]: (row[0], row[1], 1) for row in _TABLE}
 
@@ -653,19 +678,24 @@ cdef DLDataType _seen_triples[_DTYPE_SLOTS]
 cdef int _next_slot = 0
 
 
-cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1:
+cdef int dtype_of_cached(object dtype, DLDataType* out) except -1:
     global _next_slot
     cdef int i
-    cdef DLDataType dt
     for i in range(_DTYPE_SLOTS):
         if _seen_dtypes[i] == <PyObject*> dtype:
-            return record_set_dtype(rec, _seen_triples[i], False)
-    dtype_from_object(dtype, &dt)
-    record_set_dtype(rec, dt, False)
+            out[0] = _seen_triples[i]
+            return 0
+    dtype_from_object(dtype, out)
     i = _next_slot
     Py_XDECREF(_seen_dtypes[i])
     Py_INCREF(dtype)
     _seen_dtypes[i] = <PyObject*> dtype
-    _seen_triples[i] = dt
+    _seen_triples[i] = out[0]
     _next_slot = (i + 1) % _DTYPE_SLOTS
     return 0
+
+
+cdef int record_set_dtype_of(ViewRecord* rec, object dtype) except -1:
+    cdef DLDataType dt
+    dtype_of_cached(dtype, &dt)
+    return record_set_dtype(rec, dt, False)

@@ -32,7 +32,7 @@ from ._dlpack_abi cimport (
 from ._dtypes cimport (
     dtype_from_object,
     dtype_itemsize,
-    dtype_name,
+    describe_dtype,
     dtype_to_numpy,
     record_set_dtype,
 )
@@ -503,7 +503,7 @@ cdef class StridedMemoryView:
         dtype_from_object(dtype, &dt)
         if dtype_itemsize(dt, True) != layout.itemsize:
             raise ValueError(
-                f"dtype {dtype_name(dt)} has itemsize {dtype_itemsize(dt, True)} but the layout "
+                f"dtype {describe_dtype(dt)} has itemsize {dtype_itemsize(dt, True)} but the layout "
                 f"has itemsize {layout.itemsize}")
         if extents_volume(&layout.ext) != 0:
             extents_offset_bounds(&layout.ext, &lo, &hi)
@@ -693,7 +693,7 @@ cdef class StridedMemoryView:
         device = _DEVICE_NAMES.get(self.rec.device_type, str(self.rec.device_type))
         flags = ", readonly" if self.rec.readonly else ""
         return (f"StridedMemoryView(ptr={self.rec.ptr:#x}, shape={self.shape}, "
-                f"strides={self.strides}, dtype={dtype_name(self.rec.dtype)}, "
+                f"strides={self.strides}, dtype={describe_dtype(self.rec.dtype)}, "
                 f"device='{device}:{self.rec.device_id}'{flags}, "
                 f"owner={type(self.owner).__name__})")
 

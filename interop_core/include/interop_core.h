@@ -1,19 +1,41 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers (version 1).
+ * interop_core.h: the C ABI for compiled interop-core readers (version 2).
  *
- * A plugin written in C, C++, Cython or Rust can register a reader that runs at the same speed
- * as the core's own: a function that describes one Python object's memory.  Put a pointer to it
- * in a PyCapsule named INTEROP_CORE_READER_CAPSULE and pass the capsule as `reader=` to
+ * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
+ * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
+ * header and nothing else of the core.  `interop_core.get_include()` names this folder.
+ *
+ * A reader is a function that describes one Python object's memory.  Put a pointer to it in a
+ * PyCapsule named INTEROP_CORE_READER_V2_CAPSULE and pass the capsule as `reader=` to
  * `registry.add_type(...)` in your plugin's `interop_core_register` hook.
  *
- * The reader is called with the GIL held, once per `interop_core.view(obj)` of an object of
- * the registered type.  It fills `out` and returns 0, or sets a Python exception and returns -1.
+ * The reader is called with the GIL held, once per `interop_core.view(obj)` of an object of the
+ * registered type.  It returns
+ *    0  and fills `out`;
+ *    1  "not this one": the object needs what the fast path does not handle (an unusual
+ *       layout, a lazy tensor); interop-core then reads it with the `fallback=` reader of the
+ *       registration (a BufferError when there is none).  `out` is ignored;
+ *   -1  with a Python exception set.
  * `shape` and `strides` are only read during the call (they may point into the object itself);
- * interop-core copies them.  Strides are in ELEMENTS (NULL means C-contiguous).
+ * interop-core copies them before it runs any Python code, so a reader may also point them at a
+ * static buffer that it fills after its own last Python-level call (GIL held throughout).
+ * Strides are in ELEMENTS, or in bytes when `strides_in_bytes` is set (interop-core divides them
+ * by the itemsize and refuses strides it does not divide); NULL strides mean C-contiguous.
+ * interop-core clears `out` before each call.
  *
  * Ownership: `out->keepalive`, if not NULL, is a NEW reference to the object that keeps the
  * memory alive; interop-core releases it when the last view of the memory dies.  NULL means
  * "the object itself" (interop-core then holds `obj`).
+ *
+ * Readers that rely on undocumented layouts declare how to check them (`prepare=` and
+ * `canaries=` in `add_type`): interop-core validates the reader once per process before its
+ * first use and installs the fallback instead when the check fails (docs/plugins.md).
+ *
+ * Version 1 readers (capsule INTEROP_CORE_READER_CAPSULE, return 0 or -1, no byte strides) are
+ * still accepted; their struct is the same, the version 2 fields left zero.
+ *
+ * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver) are in a
+ * table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches once.
  *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
@@ -28,14 +50,23 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_READER_ABI_VERSION 1
+#define INTEROP_CORE_ABI_VERSION 2
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
+#define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
+/* PyCapsule_Import name of the core's function table (the attribute `_C_API` of interop_core). */
+#define INTEROP_CORE_API_CAPSULE "interop_core._C_API"
+
+/* A reader's return values (version 2). */
+#define INTEROP_CORE_READ_OK 0
+#define INTEROP_CORE_READ_DECLINED 1
+#define INTEROP_CORE_READ_ERROR (-1)
 
 typedef struct {
     void *data;                  /* address of element 0 */
     int32_t ndim;                /* 0 .. 64 */
     const int64_t *shape;        /* ndim extents, each >= 0 */
-    const int64_t *strides;      /* ndim strides in elements, or NULL for C-contiguous */
+    const int64_t *strides;      /* ndim strides in elements (bytes if strides_in_bytes), or NULL
+                                    for C-contiguous */
     uint8_t dtype_code;          /* DLPack DLDataTypeCode (0 int, 1 uint, 2 float, 4 bfloat, ...) */
     uint8_t dtype_bits;          /* bits per lane */
     uint16_t dtype_lanes;        /* 1 for scalars */
@@ -45,12 +76,46 @@ typedef struct {
     int32_t has_producer_stream; /* non-zero: producer_stream is the producer's CUstream */
     intptr_t producer_stream;
     PyObject *keepalive;         /* new reference, or NULL meaning the object itself */
+    /* ---- version 2 ---- */
+    int32_t strides_in_bytes;    /* non-zero: `strides` are in bytes */
 } interop_core_tensor_info;
 
-/* Called with the GIL held; `stream` is the consumer's stream, resolved: None (no
-   synchronisation) or the CUstream handle as a Python int. */
+/* `stream` is the consumer's stream, resolved: None (no synchronisation) or the CUstream handle
+   as a Python int.  Ordering the consumer after the producer is interop-core's job: a reader
+   only reports the producer's stream (has_producer_stream) when it knows it cheaply. */
 typedef int (*interop_core_reader_v1)(PyObject *obj, PyObject *stream,
                                       interop_core_tensor_info *out);
+typedef int (*interop_core_reader_v2)(PyObject *obj, PyObject *stream,
+                                      interop_core_tensor_info *out);
+
+/* The core's helpers for compiled readers.  Members are only ever appended: check `size`
+   before using one added after the version you compiled against. */
+typedef struct {
+    uint32_t abi_version;        /* INTEROP_CORE_ABI_VERSION of the running core */
+    uint32_t size;               /* sizeof(interop_core_api) of the running core */
+    /* The DLPack triple of a dtype object: a numpy dtype (what cupy and numba arrays carry, and
+       ml_dtypes' types), a name, a (code, bits, lanes) tuple.  Cached by identity: the second
+       call with the same object costs a pointer comparison.  0, or -1 with TypeError /
+       ValueError / BufferError set naming the dtype. */
+    int (*dtype_of)(PyObject *dtype, uint8_t *code, uint8_t *bits, uint16_t *lanes);
+    /* Where the memory at `ptr` lives, asked of the CUDA driver (loaded lazily; no CUDA package
+       needed): 1 and the DLPack device for memory the driver knows (device, managed, pinned
+       host); 0, outputs untouched, for ordinary host memory or when there is no driver. */
+    int (*pointer_device)(uintptr_t ptr, int32_t *device_type, int32_t *device_id);
+} interop_core_api;
+
+/* The core's table, imported once (NULL with an ImportError set when interop_core is missing
+   or older than `min_size` bytes of table).  Call with the GIL held. */
+static inline const interop_core_api *interop_core_import_api(uint32_t min_size) {
+    const interop_core_api *api =
+        (const interop_core_api *)PyCapsule_Import(INTEROP_CORE_API_CAPSULE, 0);
+    if (api != NULL && api->size < min_size) {
+        PyErr_SetString(PyExc_ImportError,
+                        "the installed interop_core is older than this plugin needs");
+        return NULL;
+    }
+    return api;
+}
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,8 @@ cdef class ReaderEntry:
     cdef readonly int kind
     """int: 1 core reader, 2 Python callable, 3 C capsule, 4 generic protocol, 5 a view itself."""
     cdef core_reader_t core           # READER_CORE
-    cdef void* c_reader               # READER_CAPSULE: interop_core_reader_v1
+    cdef void* c_reader               # READER_CAPSULE: interop_core_reader_v1 or _v2
+    cdef int c_version                # READER_CAPSULE: 1 or 2 (the capsule's name says which)
     cdef readonly int protocol        # READER_GENERIC: a _view.Protocol value
     """int: The generic protocol (kind 4): 2 DLPack, 3 CUDA Array Interface, 4 array interface, 5 buffer."""
     cdef readonly object reader       # what was registered: a name, a callable or a capsule
@@ -34,10 +35,18 @@ cdef class ReaderEntry:
     """callable or None: ``callable(obj) -> int or None``, the producer's current CUDA stream."""
     cdef readonly object type_path    # "module:QualName" as declared, for messages
     """str or None: The type as declared, ``"module:QualName"``."""
+    cdef readonly ReaderEntry fallback  # owned: reads what this reader declines, and replaces
+                                        # it when its validation fails (None: no fallback)
+    """ReaderEntry or None: The reader for objects this one declines, and its replacement when
+    validation fails."""
+    cdef readonly object prepare      # callable() -> None / str / dict, run once (validation)
+    """callable or None: The plugin's own check, run once before the reader's first use."""
+    cdef readonly object canaries     # callable() -> iterable of objects (validation)
+    """callable or None: Objects the reader must read exactly as its fallback does."""
 
 
-# Make a compiled reader available to plugins by name (`registry.add_type(..., reader=name)`).
-# Reader modules of the core (e.g. _numpy_reader, _torch_reader) call this when imported.
+# Make a compiled reader of the core's protocols available to plugins by name
+# (`registry.add_type(..., reader=name)` or `fallback=name`).
 cdef int add_core_reader(str name, core_reader_t fn) except -1
 
 # view(obj, stream) for compiled callers (no Python call): interop_core.shards views every shard.

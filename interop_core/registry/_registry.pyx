@@ -8,7 +8,12 @@
 # a strong reference for the duration of its call, so a concurrent unregister cannot free it.
 
 from cpython.object cimport Py_TYPE, PyObject
-from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer
+from cpython.pycapsule cimport (
+    PyCapsule_CheckExact,
+    PyCapsule_GetName,
+    PyCapsule_GetPointer,
+    PyCapsule_New,
+)
 from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 from libc.stdlib cimport calloc, free
@@ -17,10 +22,10 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ..protocols._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
 from ..core._dlpack_abi cimport DLDataType
-from ..core._dtypes cimport record_set_dtype
+from ..core._dtypes cimport dtype_of_cached, record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
-from ..cuda._cuda cimport same_stream
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize
+from ..cuda._cuda cimport pointer_device, same_stream
+from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_difference
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
     PROTOCOL_NONE,
@@ -34,27 +39,43 @@ from ..core._view cimport (
 from ..core._view import _set_producer_stream_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
-           "set_miss_handler", "read_with", "time_dispatch"]
+           "set_miss_handler", "read_with", "compare_readers", "time_dispatch", "C_API"]
 
 
-cdef extern from "interop_core.h":
-    ctypedef struct interop_core_tensor_info:
-        void* data
-        int32_t ndim
-        const int64_t* shape
-        const int64_t* strides
-        uint8_t dtype_code
-        uint8_t dtype_bits
-        uint16_t dtype_lanes
-        int32_t device_type
-        int32_t device_id
-        int32_t readonly
-        int32_t has_producer_stream
-        intptr_t producer_stream
-        PyObject* keepalive
-    ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
-                                          interop_core_tensor_info* out) noexcept
-    const char* INTEROP_CORE_READER_CAPSULE
+from ..abi cimport (
+    INTEROP_CORE_ABI_VERSION,
+    INTEROP_CORE_API_CAPSULE,
+    INTEROP_CORE_READ_DECLINED,
+    INTEROP_CORE_READER_CAPSULE,
+    INTEROP_CORE_READER_V2_CAPSULE,
+    interop_core_api,
+    interop_core_reader_v1,
+    interop_core_tensor_info,
+)
+
+
+# --- the table of helpers compiled readers get (interop_core_api, through a capsule) --------------
+
+cdef int _api_dtype_of(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* lanes) except -1:
+    # C callers see 0, or -1 with the exception left set (the ABI's convention).
+    cdef DLDataType dt
+    dtype_of_cached(<object> dtype, &dt)
+    code[0] = dt.code
+    bits[0] = dt.bits
+    lanes[0] = dt.lanes
+    return 0
+
+
+ctypedef int (*dtype_of_t)(PyObject*, uint8_t*, uint8_t*, uint16_t*) noexcept
+
+cdef interop_core_api _API
+_API.abi_version = INTEROP_CORE_ABI_VERSION
+_API.size = sizeof(interop_core_api)
+_API.dtype_of = <dtype_of_t> _api_dtype_of
+_API.pointer_device = pointer_device
+
+# interop_core re-exports this as `interop_core._C_API`, the name the header imports.
+C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)
 
 
 # --- the core's compiled readers, by name ------------------------------------------------------
@@ -136,15 +157,17 @@ cdef class ReaderEntry:
                 f"plugin={self.plugin!r}, subclasses={self.subclasses})")
 
 
-def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None):
+def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
+              fallback=None, prepare=None, canaries=None):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
     ----------
     reader : str, callable or PyCapsule
         A core reader name (see :func:`core_reader_names`), a Python callable
-        ``(obj, stream) -> StridedMemoryView``, or a capsule named ``"interop_core.reader_v1"``
-        holding an ``interop_core_reader_v1`` function (``include/interop_core.h``).
+        ``(obj, stream) -> StridedMemoryView`` (or ``NotImplemented`` to decline), or a capsule
+        named ``"interop_core.reader_v2"`` (or ``"interop_core.reader_v1"``) holding a C reader
+        (``include/interop_core.h``).
     plugin : str, optional
         The registering plugin's name, for messages and introspection.
     subclasses : bool
@@ -153,6 +176,13 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``callable(obj) -> int or None``: the producer's current CUDA stream.
     type_path : str, optional
         The type as declared (``"module:QualName"``).
+    fallback : str, callable, PyCapsule or ReaderEntry, optional
+        Reads what ``reader`` declines, and replaces it when its validation fails.
+    prepare : callable, optional
+        ``prepare() -> None, str or dict``: the plugin's own check, run once before first use
+        (a str is the reason it failed; a dict, details of a success).
+    canaries : callable, optional
+        ``canaries() -> iterable``: objects ``reader`` must read exactly as ``fallback`` does.
 
     Returns
     -------
@@ -176,12 +206,16 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         e.core = <core_reader_t> <uintptr_t> address
     elif PyCapsule_CheckExact(reader):
         name = PyCapsule_GetName(reader)
-        if name == NULL or strcmp(name, INTEROP_CORE_READER_CAPSULE) != 0:
+        if name != NULL and strcmp(name, INTEROP_CORE_READER_V2_CAPSULE) == 0:
+            e.c_version = 2
+        elif name != NULL and strcmp(name, INTEROP_CORE_READER_CAPSULE) == 0:
+            e.c_version = 1
+        else:
             shown = None if name == NULL else (<bytes> name).decode("utf-8", "replace")
             raise ValueError(
-                f"a reader capsule must be named {INTEROP_CORE_READER_CAPSULE.decode()!r}, "
-                f"got {shown!r}")
-        e.c_reader = PyCapsule_GetPointer(reader, INTEROP_CORE_READER_CAPSULE)
+                f"a reader capsule must be named {INTEROP_CORE_READER_V2_CAPSULE.decode()!r} "
+                f"or {INTEROP_CORE_READER_CAPSULE.decode()!r}, got {shown!r}")
+        e.c_reader = PyCapsule_GetPointer(reader, name)
         if e.c_reader == NULL:
             raise ValueError("the reader capsule holds a NULL function pointer")
         e.kind = READER_CAPSULE
@@ -195,11 +229,24 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         raise TypeError(
             f"producer_stream must be a callable(obj) -> int or None, got "
             f"{type(producer_stream).__name__}")
+    for what, value in (("prepare", prepare), ("canaries", canaries)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{what} must be callable, got {type(value).__name__}")
+    if (prepare is not None or canaries is not None) and fallback is None:
+        raise ValueError("a reader that is validated (prepare= or canaries=) needs a fallback= "
+                         "to use when validation fails")
     e.reader = reader
     e.plugin = plugin
     e.subclasses = bool(subclasses)
     e.producer_stream = producer_stream
     e.type_path = type_path
+    e.prepare = prepare
+    e.canaries = canaries
+    if fallback is not None:
+        if not isinstance(fallback, ReaderEntry):
+            # The fallback reads the same type for the same plugin: it inherits its strategy.
+            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path)
+        e.fallback = fallback
     return e
 
 
@@ -339,32 +386,47 @@ def set_miss_handler(handler):
 
 cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
-    cdef int kind = entry.kind
     cdef intptr_t consumer = 0
+    if entry.kind == READER_GENERIC or entry.kind == READER_SELF:
+        return view_by_protocol(entry.protocol, obj, stream)
     if stream is not None:
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
-    if kind == READER_CORE:
-        v = view_new()
-        v._keepalive = entry.core(obj, stream, &v.rec)
-        v.owner = obj
-    elif kind == READER_GENERIC or kind == READER_SELF:
-        return view_by_protocol(entry.protocol, obj, stream)
-    elif kind == READER_PYTHON:
-        result = entry.reader(obj, stream)
-        if type(result) is not StridedMemoryView:
-            raise TypeError(
-                f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
-                f"{type(obj).__qualname__} returned {type(result).__name__}, not a "
-                "StridedMemoryView")
-        v = <StridedMemoryView> result
-    else:
-        v = _read_capsule(entry, obj, stream)
+    v = _fill(entry, obj, stream)
     # The launcher's common case, the producer's own stream, is decided here without a call.
     if stream is not None and not (v.rec.has_producer_stream
                                    and same_stream(v.rec.producer_stream, consumer)):
         _order(entry, v, consumer)
     return v
+
+
+cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
+    """Run `entry`'s reader (stream already resolved); what it declines goes to its fallback."""
+    cdef StridedMemoryView v
+    cdef int kind = entry.kind
+    if kind == READER_CAPSULE:
+        result = _read_capsule(entry, obj, stream)
+    elif kind == READER_CORE:
+        v = view_new()
+        v._keepalive = entry.core(obj, stream, &v.rec)
+        v.owner = obj
+        return v
+    elif kind == READER_PYTHON:
+        result = entry.reader(obj, stream)
+    else:
+        return view_by_protocol(entry.protocol, obj, stream)
+    if type(result) is StridedMemoryView:
+        return <StridedMemoryView> result
+    if result is NotImplemented or result is None:
+        if entry.fallback is None:
+            raise BufferError(
+                f"the reader registered by plugin {entry.plugin!r} for "
+                f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
+                "plugin registered no fallback= reader")
+        return _fill(entry.fallback, obj, stream)
+    raise TypeError(
+        f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
+        f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
 
 
 cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
@@ -399,6 +461,10 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef int i
     cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
+    # Allocated before the call: from the reader's return until its extents are copied, nothing
+    # here may run Python code (an allocation can run the garbage collector, and so finalizers
+    # and other threads), since the reader may hand out a buffer of its own (interop_core.h).
+    v = view_new()
     cdef int status = (<interop_core_reader_v1> entry.c_reader)(
         <PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
@@ -406,28 +472,36 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     if info.keepalive != NULL:
         keepalive = <object> info.keepalive
         Py_DECREF_steal(info.keepalive)
+    if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
+        return None
     if status != 0:
         _propagate_reader_error(entry)
     if info.ndim < 0 or info.ndim > MAX_NDIM:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    v = view_new()
+    dt.code = info.dtype_code
+    dt.bits = info.dtype_bits
+    dt.lanes = info.dtype_lanes
+    record_set_dtype(&v.rec, dt, True)
     extents_resize(&v.rec.ext, info.ndim)
     for i in range(info.ndim - 1, -1, -1):
         if info.shape[i] < 0:
             raise BufferError(
                 f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
         v.rec.ext.shape[i] = info.shape[i]
-        if info.strides != NULL:
-            v.rec.ext.strides[i] = info.strides[i]
-        else:
+        if info.strides == NULL:
             v.rec.ext.strides[i] = step
             step *= info.shape[i] if info.shape[i] > 0 else 1
-    dt.code = info.dtype_code
-    dt.bits = info.dtype_bits
-    dt.lanes = info.dtype_lanes
-    record_set_dtype(&v.rec, dt, True)
+        elif info.strides_in_bytes and entry.c_version >= 2:
+            v.rec.ext.strides[i] = info.strides[i] // v.rec.itemsize
+            if v.rec.ext.strides[i] * v.rec.itemsize != info.strides[i]:
+                raise BufferError(
+                    f"{type(obj).__qualname__} has a stride of {info.strides[i]} bytes in "
+                    f"dimension {i}, not a multiple of its itemsize {v.rec.itemsize}; copy it "
+                    "first")
+        else:
+            v.rec.ext.strides[i] = info.strides[i]
     v.rec.ptr = <uintptr_t> info.data
     v.rec.device_type = info.device_type
     v.rec.device_id = info.device_id
@@ -521,6 +595,32 @@ def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
         looked_up.append(((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec))
                          / calls_per_block)
     return direct, looked_up
+
+
+def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, obj,
+                    bint compare_streams=False):
+    """How ``entry``'s reader and ``reference`` read ``obj`` differently (validation), or None.
+
+    Returns
+    -------
+    str or None
+        The first difference (pointer, shape, strides, dtype, device, read-only flag, and the
+        producer stream when ``compare_streams``), ``None`` when they agree, and ``"declined"``
+        when ``entry``'s reader declined ``obj``.
+    """
+    cdef StridedMemoryView got, want
+    if entry.kind == READER_CAPSULE:
+        result = _read_capsule(entry, obj, None)
+    elif entry.kind == READER_PYTHON:
+        result = entry.reader(obj, None)
+    else:
+        result = _fill(entry, obj, None)
+    if result is None or result is NotImplemented:
+        return "declined"
+    got = <StridedMemoryView?> result
+    want = _fill(reference, obj, None)
+    return record_difference(&got.rec, &want.rec,
+                             f"{type(obj).__qualname__} of shape {want.shape}", compare_streams)
 
 
 def read_with(ReaderEntry entry not None, obj, stream=None):

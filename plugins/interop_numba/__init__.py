@@ -2,16 +2,25 @@
 
 Registers numba's exact device-array types (``DeviceNDArray``, ``MappedNDArray``,
 ``ManagedNDArray``, under both the built-in ``numba.cuda`` and the numba-cuda package's module
-paths) with the core's compiled reader ``"numba"`` (:mod:`interop_core._numba_reader`), numba's
-stream class, and the ``"numba"`` exporter.  Loading this plugin never imports numba.
+paths), numba's stream class, and the ``"numba"`` exporter.  Loading this plugin never imports
+numba.
 
-The reader reads the arrays' public attributes from C after validating that path once per
-process against ``__cuda_array_interface__``; the producer stream is the interface's ``stream``
-field (the stream the array is bound to; none when it is bound to none).
+Reading
+-------
+Device arrays are read by this package's compiled reader (``_reader.pyx``), registered through
+the public C ABI (``interop_core.h``, version 2) exactly as a third party's would be.  It reads
+the arrays' public attributes (``shape``, ``strides``, ``dtype``, ``gpu_data``, ``stream``) from
+C instead of building numba's ``__cuda_array_interface__`` dict.  The core validates it once per
+process, before its first use: ``prepare`` checks that the producer stream it reports is the
+interface's ``stream`` field, and the core reads canary device arrays with it and with the
+fallback, the core's CUDA Array Interface reader, and compares them.  If anything differs, the
+interface serves the rest of the process (``python -m interop_core doctor`` says why).  The
+producer stream is the stream the array is bound to (none when it is bound to none).
 
 Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) "device" arrays are
 ``FakeCUDAArray`` objects over numpy arrays in host memory: they are read as the host memory
-they are (reader ``"numba_simulator"``), and the exporter wraps host memory in them.
+they are, through their ``__array_interface__`` (the core reader ``"array_interface"``), and
+the exporter wraps host memory in them.
 """
 
 from __future__ import annotations
@@ -37,9 +46,9 @@ STREAM_TYPES = tuple(f"{prefix}.cuda.cudadrv.driver:Stream"
 
 def producer_stream(obj: Any) -> int | None:
     """The ``stream`` field of ``obj``'s CUDA Array Interface (``None``: no stream bound)."""
-    from interop_core import _numba_reader
+    from . import _reader  # compiled; imports no numba
 
-    return _numba_reader.producer_stream(obj)
+    return _reader.producer_stream(obj)
 
 
 def _simulator_enabled() -> bool:
@@ -95,13 +104,17 @@ def export_numba(view: Any, stream: Any = None) -> Any:
 
 @interop_core.hookimpl
 def interop_core_register(registry: Any) -> None:
-    """Declare numba's device-array types, stream type and exporter (imports no numba)."""
-    from interop_core import _numba_reader  # noqa: F401  (registers the core readers)
+    """Declare numba's device-array types (the compiled attribute reader, validated once), the
+    simulator's array type, numba's stream type and the exporter (imports no numba)."""
+    from . import _reader  # compiled; imports no numba
 
+    reader = _reader.reader_capsule()
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader="numba", producer_stream=producer_stream)
+        registry.add_type(path, reader=reader, fallback="cuda_array_interface",
+                          prepare=_reader.prepare, canaries=_reader.canaries,
+                          producer_stream=_reader.producer_stream)
     for path in SIMULATOR_TYPES:
-        registry.add_type(path, reader="numba_simulator")
+        registry.add_type(path, reader="array_interface")
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=int)   # numba streams convert to their handle
     registry.add_exporter("numba", export_numba, types=ARRAY_TYPES + SIMULATOR_TYPES,

@@ -2,15 +2,17 @@
 
 Reading
 -------
-Exact ``numpy.ndarray`` objects are read by the core's compiled reader ``"numpy"``
-(``interop_core/_numpy_reader.pyx``), which reads the array's C struct directly (data pointer,
-dimensions, strides, descriptor, flags).  Its layout is validated once per process against
-numpy's Python API; if anything differs it falls back to the buffer protocol, then
-numpy's Python API.  Views are read-only exactly when the array's ``WRITEABLE`` flag is clear.
-Structured, object, string, datetime/timedelta, long double and non-native byte order dtypes
-raise a ``BufferError`` naming the dtype.  Subclasses (``np.matrix``, ``np.memmap``, masked
-arrays, ...) do not take this path: they may attach meaning to the memory that a plain view
-loses, so they go through the generic protocols.
+Exact ``numpy.ndarray`` objects are read by this package's compiled reader (``_reader.pyx``),
+registered through the public C ABI (``interop_core.h``, version 2) exactly as a third party's
+would be.  It reads the array's C struct directly (data pointer, dimensions, strides,
+descriptor, flags).  The core validates it once per process (``prepare`` checks the raw struct
+fields of canary arrays against numpy's Python API; the core then compares every canary read
+with the fallback's); if anything differs, the fallback, numpy's documented Python API
+(``_reader.read_with_python_api``), serves the rest of the process.  Views are read-only exactly
+when the array's ``WRITEABLE`` flag is clear.  Structured, object, string, datetime/timedelta,
+long double and non-native byte order dtypes raise a ``BufferError`` naming the dtype.
+Subclasses (``np.matrix``, ``np.memmap``, masked arrays, ...) do not take this path: they may
+attach meaning to the memory that a plain view loses, so they go through the generic protocols.
 
 Exporting
 ---------
@@ -89,9 +91,11 @@ def _buffer_can_name(triple):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare numpy.ndarray (core reader ``"numpy"``) and the ``"numpy"`` exporter."""
-    from interop_core import _numpy_reader  # noqa: F401  (compiled; registers "numpy"; no numpy)
+    """Declare numpy.ndarray (the compiled struct reader, validated once) and the exporter."""
+    from . import _reader  # compiled; imports no numpy
 
-    registry.add_type("numpy:ndarray", reader="numpy")
+    registry.add_type("numpy:ndarray", reader=_reader.reader_capsule(),
+                      fallback=_reader.read_with_python_api, prepare=_reader.prepare,
+                      canaries=_reader.canaries)
     registry.add_exporter("numpy", export_numpy, types=("numpy:ndarray",),
                           preserves_readonly=True)

@@ -19,8 +19,12 @@ from __future__ import annotations
 import ctypes
 import struct
 
-__all__ = ["DTYPES", "ByteTensor", "ShardedByteTensor", "buffer_address"]
+__all__ = ["DTYPES", "ByteTensor", "CTensor", "ShardedByteTensor", "buffer_address"]
 __version__ = "0.1.0"
+
+# The same idea with its metadata in a C struct (ctensor.h), as compiled array libraries keep
+# theirs: what interop_bytetensor's compiled reader reads.
+from ._ctensor import CTensor  # noqa: E402
 
 #: Supported dtype names -> (itemsize, struct format character).
 DTYPES: dict[str, tuple[int, str]] = {

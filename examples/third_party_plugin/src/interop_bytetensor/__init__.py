@@ -1,4 +1,9 @@
-"""interop-core plugin for :mod:`bytetensor` (an example of a third-party, pure-Python plugin).
+"""interop-core plugin for :mod:`bytetensor` (an example of a third-party plugin).
+
+It shows both kinds of reader: ``bytetensor.ByteTensor`` is read by a Python function, and
+``bytetensor.CTensor`` (metadata in a C struct) by a compiled reader written in C against the
+public ABI, ``interop_core.h`` (``_creader.c``), exactly as the first-party plugins register
+theirs.
 
 Found through the ``interop_core.plugins`` entry point named ``bytetensor``.  Loading this module
 never imports :mod:`bytetensor`: the type is declared by name and resolved by interop-core only
@@ -134,7 +139,10 @@ def interop_core_register(registry):
     registry : interop_core.plugins.PluginRegistrar
         Records the declarations for this plugin; called once, never per object.
     """
+    from . import _creader  # the compiled reader (C, no bytetensor import)
+
     registry.add_type("bytetensor:ByteTensor", reader=read_bytetensor)
+    registry.add_type("bytetensor:CTensor", reader=_creader.reader_capsule())
     registry.add_exporter("bytetensor", export_bytetensor, types=("bytetensor:ByteTensor",),
                           preserves_readonly=True)
     registry.add_sharded_type("bytetensor:ShardedByteTensor", shards_of_sharded_bytetensor)

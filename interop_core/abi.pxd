@@ -1,0 +1,46 @@
+# Cython declarations of the public C ABI for compiled readers (include/interop_core.h, version 2).
+#
+# A plugin written in Cython cimports these names; its extension is built with
+# `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
+# nothing else of the core at the C level: they are templates a third party can copy.
+
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uintptr_t
+
+cdef extern from "interop_core.h":
+    int INTEROP_CORE_ABI_VERSION
+    const char* INTEROP_CORE_READER_CAPSULE
+    const char* INTEROP_CORE_READER_V2_CAPSULE
+    const char* INTEROP_CORE_API_CAPSULE
+    int INTEROP_CORE_READ_OK
+    int INTEROP_CORE_READ_DECLINED
+    int INTEROP_CORE_READ_ERROR
+
+    ctypedef struct interop_core_tensor_info:
+        void* data
+        int32_t ndim
+        const int64_t* shape
+        const int64_t* strides
+        uint8_t dtype_code
+        uint8_t dtype_bits
+        uint16_t dtype_lanes
+        int32_t device_type
+        int32_t device_id
+        int32_t readonly
+        int32_t has_producer_stream
+        intptr_t producer_stream
+        PyObject* keepalive          # a new reference the core takes over, or NULL
+        int32_t strides_in_bytes
+
+    ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
+                                          interop_core_tensor_info* out) noexcept
+    ctypedef int (*interop_core_reader_v2)(PyObject* obj, PyObject* stream,
+                                          interop_core_tensor_info* out) noexcept
+
+    ctypedef struct interop_core_api:
+        uint32_t abi_version
+        uint32_t size
+        int (*dtype_of)(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* lanes) noexcept
+        int (*pointer_device)(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
+
+    const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL
