@@ -46,9 +46,9 @@ cdef dict _devices = {}               # jax Device -> (DLPack device_type, devic
 cdef dict _row_major = {}             # ndim -> list of PjRtLayout objects known to be row-major
 
 _MULTI_DEVICE = (
-    "cannot view a jax array sharded over {n} devices as one strided view: "
-    "interop_core.shards(array) gives one view per addressable shard, with its device, its "
-    "index in the global array and its replica id")
+    "cannot view a jax array sharded over {n} devices as one strided view: use "
+    "interop_core.shards() for one view per addressable shard, with its device, its index in "
+    "the global array and its replica id")
 
 
 cdef tuple _device_of(object device):

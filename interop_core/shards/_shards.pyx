@@ -17,7 +17,7 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
 from ..core._dlpack_abi cimport DLDataType
-from ..core._dtypes cimport dtype_from_object, dtype_name, dtype_to_numpy
+from ..core._dtypes cimport describe_dtype, dtype_from_object, dtype_to_numpy
 from ..core._view cimport StridedMemoryView
 
 from ..registry._registry cimport view_of
@@ -321,8 +321,8 @@ cdef Shards shards_from_pieces(tuple shape, object pieces, object stream,
                 have_dtype = True
             elif (v.rec.dtype.code != want.code or v.rec.dtype.bits != want.bits
                   or v.rec.dtype.lanes != want.lanes):
-                raise ValueError(f"shard {k}: its dtype {dtype_name(v.rec.dtype)} differs "
-                                 f"from the global dtype {dtype_name(want)}")
+                raise ValueError(f"shard {k}: its dtype {describe_dtype(v.rec.dtype)} differs "
+                                 f"from the global dtype {describe_dtype(want)}")
             items.append(_shard_new(v, index, normalized, shape, replica))
             k += 1
         if not have_dtype:
@@ -456,7 +456,7 @@ cdef class Shards:
 
     def __repr__(self):
         devices = ", ".join([f"{s.view.device_type}:{s.view.device_id}" for s in self._items])
-        return (f"Shards(shape={self.shape}, dtype={dtype_name(self._dtype)}, "
+        return (f"Shards(shape={self.shape}, dtype={describe_dtype(self._dtype)}, "
                 f"{PyTuple_GET_SIZE(self._items)} shard(s) on [{devices}], "
                 f"complete={bool(self.complete)})")
 
