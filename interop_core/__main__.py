@@ -66,6 +66,7 @@ def _demo_jax() -> None:
     array = jnp.arange(4.0)
     view = StridedMemoryView.from_any(array)
     print(f"jax array {array.shape} {array.dtype}\n  -> {view}")
+    print(f"  jax arrays are immutable: readonly={view.readonly}")
 
 
 def _demo() -> int:
@@ -80,7 +81,8 @@ def _demo() -> int:
     from .handoff._matrix import format_matrix, handoff_matrix
 
     print("Handoff matrix: to(source, target) for every installed pair; each cell verified")
-    print("zero-copy (same pointer) and by values, then timed (us per call)\n")
+    print("zero-copy (same pointer) and by values, then timed (us per call) and divided by the")
+    print("fastest of the target framework's own imports of the same source (budget: <= 1.0x)\n")
     print(format_matrix(*handoff_matrix()))
     return 0
 

@@ -1,10 +1,13 @@
-# The compiled reader for jax.Array implementations (ArrayImpl): single-device arrays through
-# jax's own cheap accessors, validated once per process against jax's DLPack export.
+# The compiled reader and exporter for jax.Array implementations (ArrayImpl): single-device
+# arrays through jax's own cheap accessors, validated once per process against jax's DLPack
+# export; to(x, "jax") through one jaxlib import call, checked once per platform.
 
 from .core._record cimport ViewRecord
 
-# The core reader registered as "jax".  Returns the array as the keep-alive (jax frees the
-# buffer only when the array dies, or when the user donates/deletes it).  Waits for readiness
-# (block_until_ready) so the view never exposes a buffer jax is still writing.  Falls back to
-# __dlpack__ if validation failed.  Multi-device arrays: BufferError naming interop_core.shards().
+# The core reader registered as "jax".  Never waits on the host for device work: no stream ->
+# no wait at all (the address is defined, the contents may be pending); a consumer stream ->
+# PJRT orders jax's pending work on it (device memory; the keep-alive is then jax's DLPack
+# tensor) or the host waits (the CPU backend, whose work has no stream).  Keep-alive otherwise:
+# the array.  Falls back to __dlpack__ if validation failed.  Several devices, deleted or
+# donated arrays, other processes' devices: BufferError naming the problem.
 cdef object read_jax(object obj, object stream, ViewRecord* rec)

@@ -183,7 +183,8 @@ class PluginRegistrar:
                  producer_stream: Callable[[Any], int | None] | None = None,
                  fallback: str | Callable | Any | None = None,
                  prepare: Callable[[], Any] | None = None,
-                 canaries: Callable[[], Any] | None = None) -> None:
+                 canaries: Callable[[], Any] | None = None,
+                 readonly: bool = False) -> None:
         """Read objects of exactly ``type_`` with ``reader``.
 
         Parameters
@@ -202,6 +203,8 @@ class PluginRegistrar:
             change what the memory means (torch's FakeTensor, say).
         producer_stream : callable, optional
             ``callable(obj) -> int or None``: the producer's current CUDA stream, for ordering.
+            It may also order the producer's pending work onto a stream of its own and return
+            that (jax), or finish asynchronous host work and return ``None``.
         fallback : str, callable or PyCapsule, optional
             A reader of the same kinds as ``reader`` for the objects ``reader`` declines, and
             for all objects when ``reader`` fails its validation.
@@ -214,11 +217,16 @@ class PluginRegistrar:
             ``canaries() -> iterable``: objects that ``reader`` must read exactly as
             ``fallback`` does (pointer, shape, strides, dtype, device, read-only flag), checked
             once after ``prepare``.  Requires ``fallback``.
+        readonly : bool
+            The type's objects are immutable (jax arrays): every view of one reports read-only,
+            whichever path made it (``view()``, ``StridedMemoryView.from_any``,
+            ``from_dlpack``, ...), even where the protocol itself cannot say so.
         """
         _validate_target(type_, "type_")
         entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
                                     producer_stream=producer_stream, type_path=_type_path(type_),
-                                    fallback=fallback, prepare=prepare, canaries=canaries)
+                                    fallback=fallback, prepare=prepare, canaries=canaries,
+                                    readonly=readonly)
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,

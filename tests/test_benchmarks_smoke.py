@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,9 @@ from interop_core.bench._harness import (
 )
 from interop_core.bench._report import (
     BUDGET,
+    FRACTION_BUDGETS,
     budget_rows,
+    budget_text,
     format_budget,
     format_section,
     within_budget,
@@ -58,7 +61,8 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert result.stdout.strip() == page.strip()
     sections = {r["section"] for r in data["results"]}
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
-    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch", "import"}
+    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch",
+                        "copies", "import"}
     if __import__("importlib").util.find_spec("jax") is not None:
         assert "shards" in sections
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
@@ -95,6 +99,54 @@ def test_quick_run_covers_viewable_ndim_and_threads(quick_run):
     assert {"ndim= 1 torch cpu", "ndim=64 torch cpu"} <= groups
     threads = [r for r in data["results"] if r["section"] == "threads" and r["ns"]]
     assert {r["extra"]["threads"] for r in threads} == {1, 2, 4, 8}
+
+
+def test_quick_run_times_host_copies_beside_numpys(quick_run):
+    _, data, _ = quick_run
+    copies = [r for r in data["results"] if r["section"] == "copies"]
+    groups = {r["group"] for r in copies}
+    assert {"copy host contiguous 16 MiB", "copy host transpose 1024x1024 float32"} <= groups
+    for group in groups:
+        names = {r["name"]: r["ns"] for r in copies if r["group"] == group}
+        assert names["interop_core copy_from"] > 0 and names["numpy copyto"] > 0, group
+
+
+def test_device_copy_groups_time_every_path_once_in_device_time():
+    from interop_core.bench._cases import _DeviceTimedGroup
+
+    class FakeEvent:
+        clock = [0.0]
+
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self, stream):
+            self.at = FakeEvent.clock[0]
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return other.at - self.at
+
+    class FakeTorch:
+        class cuda:
+            Event = FakeEvent
+
+    class FakeStream:
+        def synchronize(self):
+            pass
+
+    def path(ms):
+        def enqueue():
+            FakeEvent.clock[0] += ms    # what the device would spend on one copy
+        return enqueue
+
+    group = _DeviceTimedGroup(FakeTorch, FakeStream(), {"ours": path(0.5), "peer": path(2.0)})
+    ours, note, extra = group.runner("ours")(QUICK)
+    peer, _, peer_extra = group.runner("peer")(QUICK)
+    assert ours == pytest.approx(0.5e6) and peer == pytest.approx(2.0e6)
+    assert "device time" in note and len(extra["rounds"]) == len(peer_extra["rounds"])
 
 
 def test_quick_run_records_environment_and_import_without_frameworks(quick_run):
@@ -184,7 +236,7 @@ def test_budget_table_has_every_design_line_and_says_what_was_not_measured():
     results = [Measurement("view", "view(numpy cpu)", "interop_core view()", 80.0, True),
                Measurement("view", "view(numpy cpu)", "cuda.core from_dlpack", 800.0)]
     table = format_budget(results)
-    assert len(table.splitlines()) == 2 + len(BUDGET)
+    assert len(table.splitlines()) == 2 + len(BUDGET) + len(FRACTION_BUDGETS)
     numpy_row = next(line for line in table.splitlines() if line.startswith("| view(numpy"))
     assert "| 80.0 |" in numpy_row and "cuda.core from_dlpack: 800" in numpy_row
     assert numpy_row.endswith("| yes |")
@@ -239,6 +291,46 @@ def _per_shard_row(ours_rounds):
 def test_a_budget_of_a_factor_scales_the_reference_path(ours, kept):
     row = _per_shard_row(ours)
     assert row["budget_ns"] == pytest.approx(120.0)
+@pytest.mark.parametrize("ours, fastest, kept", [
+    ([90, 91, 92, 90, 91], [100, 101, 100, 102, 101], True),     # faster than the best import
+    ([120, 121, 122, 120, 121], [100, 101, 100, 102, 101], False),
+])
+def test_every_to_pair_gets_a_budget_line_against_the_fastest_target_import(ours, fastest, kept):
+    group = "to(jax cpu, 'numpy')"
+    results = [Measurement("to", group, "interop_core to()", statistics.median(ours), True,
+                           extra={"rounds": ours}),
+               Measurement("to", group, "np.from_dlpack", 5000.0,
+                           extra={"rounds": [5000.0] * 5}),
+               Measurement("to", group, "np.asarray", statistics.median(fastest),
+                           extra={"rounds": fastest}),
+               Measurement("to", group, "torch.from_dlpack", 10.0)]   # not numpy's own import
+    (row,) = [r for r in budget_rows(results) if r["group"] == group]
+    assert row["budget_path"] == "np.asarray"
+    assert [p["name"] for p in row["peers"]] == ["np.from_dlpack", "np.asarray"]
+    assert within_budget(row) is kept
+
+
+@pytest.mark.parametrize("ours_ns, kept", [(100.0, True), (None, False)])
+def test_a_pair_the_target_cannot_import_is_kept_when_ours_works(ours_ns, kept):
+    group = "to(numba cuda, 'jax')"
+    results = [Measurement("to", group, "interop_core to()", ours_ns, True),
+               Measurement("to", group, "jax.dlpack.from_dlpack", None, note="TypeError: x")]
+    (row,) = [r for r in budget_rows(results) if r["group"] == group]
+    assert row["budget_ns"] is None and within_budget(row) is kept
+    assert "cannot take this source" in budget_text(row)
+
+
+@pytest.mark.parametrize("ours, reference, kept", [
+    ([40, 41, 40, 42, 41], [100, 101, 100, 102, 101], True),
+    ([60, 61, 60, 62, 61], [100, 101, 100, 102, 101], False),   # faster, but not 2x faster
+])
+def test_a_fraction_budget_scales_the_reference(ours, reference, kept):
+    results = [Measurement("view", "view(jax cpu)", "interop_core view()",
+                           statistics.median(ours), True, extra={"rounds": ours}),
+               Measurement("view", "view(jax cpu)", "jax __dlpack__ (capsule only)",
+                           statistics.median(reference), extra={"rounds": reference})]
+    (row,) = [r for r in budget_rows(results) if r["line"].startswith("view(jax array) ≤ 0.5")]
+    assert row["budget_ns"] == statistics.median(reference) / 2
     assert within_budget(row) is kept
 
 
@@ -249,8 +341,8 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 
 def test_sections_are_the_documented_ones():
-    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads", "dispatch",
-                              "shards", "import"]
+    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads",
+                              "dispatch", "shards", "copies", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():

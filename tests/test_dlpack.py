@@ -179,10 +179,17 @@ def test_export_accepts_copy_none_or_false(copy):
     assert capsule_name(v.__dlpack__(copy=copy)) == b"dltensor"
 
 
-def test_export_refuses_copy_true():
-    v = StridedMemoryView.from_dlpack(np.arange(3))
-    with pytest.raises(BufferError, match="never copies"):
-        v.__dlpack__(copy=True)
+def test_export_with_copy_true_hands_out_a_copy_flagged_is_copied():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    v = StridedMemoryView.from_dlpack(a)[:, ::-1]
+    cap = v.__dlpack__(copy=True, max_version=(1, 0))
+    tensor = DLManagedTensorVersioned.from_address(capsule_pointer(cap))
+    assert tensor.flags & 2                          # IS_COPIED
+    assert tensor.dl_tensor.data not in (None, a.ctypes.data)
+    got = StridedMemoryView.from_dlpack(cap)
+    np.testing.assert_array_equal(np.asarray(got), a[:, ::-1])
+    a[:] = -1                                        # the copy does not follow its source
+    np.testing.assert_array_equal(np.asarray(got), [[2, 1, 0], [5, 4, 3]])
 
 
 def test_export_rejects_non_bool_copy():
@@ -198,11 +205,18 @@ def test_export_accepts_own_device(dl_device):
         == b"dltensor_versioned"
 
 
-@pytest.mark.parametrize("dl_device", [(2, 0), (1, 1)])
-def test_export_refuses_other_device(dl_device):
+@pytest.mark.parametrize(("dl_device", "match"), [((1, 1), "no CPU device 1"),
+                                                  ((14, 0), "device type 14")])
+def test_export_refuses_devices_it_cannot_copy_to(dl_device, match):
     v = StridedMemoryView.from_dlpack(np.arange(3))
-    with pytest.raises(BufferError, match="device"):
+    with pytest.raises(BufferError, match=match):
         v.__dlpack__(dl_device=dl_device)
+
+
+def test_export_with_copy_false_refuses_another_device():
+    v = StridedMemoryView.from_dlpack(np.arange(3))
+    with pytest.raises(BufferError, match="copy=False"):
+        v.__dlpack__(dl_device=(2, 0), copy=False)
 
 
 @pytest.mark.parametrize("dl_device", ["cpu", (1,), 3])
@@ -832,8 +846,16 @@ def test_jax_cannot_take_a_readonly_view_through_a_legacy_capsule(jax):
 
 
 def test_jax_round_trip_through_view(jax):
+    import interop_core
+
     x = jax.numpy.arange(12.0).reshape(3, 4)
-    y = jax.dlpack.from_dlpack(StridedMemoryView.from_dlpack(x))
+    v = StridedMemoryView.from_dlpack(x)
+    assert v.readonly                      # jax arrays are immutable, whichever path views them
+    # jax asks for legacy capsules, which cannot say read-only: the read-only view refuses ...
+    with pytest.raises(BufferError, match="read-only"):
+        jax.dlpack.from_dlpack(v)
+    # ... and to(view, "jax") hands it over anyway (jax never writes into what it imports).
+    y = interop_core.to(v, "jax")
     assert y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
     assert (np.asarray(y) == np.asarray(x)).all()
 

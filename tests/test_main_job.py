@@ -28,3 +28,13 @@ def test_main_job_shows_a_verified_handoff_matrix():
     columns = [c.strip() for c in header.split("|")[2:-1]]
     torch_cell = rows["numpy"].split("|")[2 + columns.index("torch")].strip()
     assert torch_cell.startswith("ok"), torch_cell
+    # each pair is shown against the fastest of the target's own imports of the same source
+    assert "x torch.from_dlpack" in torch_cell, torch_cell
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return
+    assert "jax" in rows and "jax" in columns          # the demo extra makes the matrix 3x3
+    for source, target in (("numpy", "jax"), ("jax", "numpy"), ("jax", "torch")):
+        cell = rows[source].split("|")[2 + columns.index(target)].strip()
+        assert cell.startswith("ok") and "x " in cell, (source, target, cell)

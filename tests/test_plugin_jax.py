@@ -111,17 +111,90 @@ def test_view_of_a_column_major_device_layout_reports_its_strides(reader_mode):
     assert interop_core.view(x).strides == (4, 1)
 
 
-def test_view_waits_for_the_computation():
-    @jax.jit
-    def slow(a):
-        for _ in range(20):
-            a = jnp.sin(a) @ a
-        return a
+@jax.jit
+def _slow(a):
+    """Hundreds of ms of CPU work (jax dispatches it asynchronously)."""
+    for _ in range(24):
+        a = jnp.tanh(a @ a)
+    return a
 
-    x = slow(jnp.ones((200, 200), jnp.float32))
+
+def _pending_on_the_cpu():
+    """(array still being computed by jax's CPU thread pool, its final values)."""
+    a = jnp.full((700, 700), 0.001, jnp.float32)
+    expected = np.asarray(_slow(a))
+    return _slow(a), expected
+
+
+def test_view_without_a_stream_does_not_wait_for_the_computation():
+    _jax_reader.set_validation_result(None)
+    assert _jax_reader.validation_status()[0]    # its canaries would queue behind the work
+    x, expected = _pending_on_the_cpu()
     v = interop_core.view(x)
+    assert not x.is_ready(), "view() waited for jax's computation"
+    assert v.ptr == x.unsafe_buffer_pointer()
+    assert v.owner is x and v.readonly
+    x.block_until_ready()
+    assert np.array_equal(np.asarray(v), expected)
+
+
+@pytest.mark.parametrize("entry_point", ["view", "to numpy", "sync", "sync later"])
+def test_a_consumer_stream_on_the_cpu_backend_waits_for_jax(reader_mode, entry_point):
+    # jax's CPU work is not stream-ordered: the only order jax offers is the host's.
+    x, expected = _pending_on_the_cpu()
+    if entry_point == "view":
+        out = interop_core.view(x, stream=0)
+    elif entry_point == "to numpy":
+        out = interop_core.to(x, "numpy", stream=0)
+    elif entry_point == "sync":
+        out = interop_core.view(x).sync(0)
+    else:
+        out = interop_core.view(x)
+        out.sync(0)
     assert x.is_ready()
-    assert np.array_equal(np.asarray(v), np.asarray(x), equal_nan=True)
+    assert np.array_equal(np.asarray(out), expected)
+
+
+def test_the_producer_strategy_finishes_cpu_work_and_names_no_stream():
+    import interop_jax
+
+    x, _ = _pending_on_the_cpu()
+    assert interop_jax.producer_stream(x) is None
+    assert x.is_ready()
+
+
+@pytest.mark.parametrize("path", ["view", "from_any", "from_dlpack", "read_with dlpack"])
+def test_every_path_that_views_a_jax_array_reports_read_only(path):
+    x = jnp.arange(6.0, dtype=jnp.float32)
+    if path == "view":
+        v = interop_core.view(x)
+    elif path == "from_any":
+        v = interop_core.StridedMemoryView.from_any(x)
+    elif path == "from_dlpack":
+        v = interop_core.StridedMemoryView.from_dlpack(x)
+    else:
+        from interop_core.registry import _registry
+
+        v = _registry.read_with(_registry.new_entry("dlpack", readonly=True), x)
+    assert v.ptr == x.unsafe_buffer_pointer()
+    assert v.readonly
+
+
+def test_a_view_of_a_jax_array_is_read_only_through_the_c_exchange_api():
+    import ctypes
+
+    from dlpack_ctypes import DLManagedTensorVersioned, exchange_api
+
+    api = exchange_api(interop_core.StridedMemoryView)
+    from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.c_void_p))(
+        api.managed_tensor_from_py_object_no_sync)
+    out = ctypes.c_void_p()
+    assert from_py(interop_core.view(jnp.arange(4.0)), ctypes.byref(out)) == 0
+    tensor = DLManagedTensorVersioned.from_address(out.value)
+    try:
+        assert tensor.flags & 1, "DLPACK_FLAG_BITMASK_READ_ONLY not set"
+    finally:
+        tensor.deleter(out.value)
 
 
 def test_multi_device_error_in_a_fresh_interpreter_with_two_cpu_devices():
@@ -145,11 +218,52 @@ def test_multi_device_error_in_a_fresh_interpreter_with_two_cpu_devices():
     assert "ERR" in out.stdout and "interop_core.shards()" in out.stdout
 
 
-def test_deleted_array_is_an_error():
-    x = jnp.arange(4.0)
-    x.delete()
-    with pytest.raises(RuntimeError):
-        interop_core.view(x)
+@pytest.mark.parametrize("how", ["deleted", "donated"])
+@pytest.mark.parametrize("stream", [None, 0])
+def test_deleted_or_donated_array_is_a_clear_error(reader_mode, how, stream):
+    x = jnp.arange(16.0)
+    if how == "deleted":
+        x.delete()
+    else:
+        jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    assert x.is_deleted()
+    with pytest.raises(BufferError, match="deleted jax array"):
+        interop_core.view(x, stream=stream)
+
+
+_OTHER_PROCESS = """
+import sys, jax, numpy as np, interop_core
+jax.distributed.initialize(coordinator_address=sys.argv[2], num_processes=2,
+                           process_id=int(sys.argv[1]))
+other = next(d for d in jax.devices() if d.process_index != jax.process_index())
+sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array([other]), ("x",)),
+                                      jax.sharding.PartitionSpec())
+x = jax.make_array_from_single_device_arrays((4,), sharding, [], dtype=np.float32)
+try:
+    interop_core.view(x)
+except BufferError as exc:
+    print("ERR", exc)
+jax.distributed.shutdown()
+"""
+
+
+def test_an_array_on_another_processs_device_is_a_clear_error():
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    procs = [subprocess.Popen([sys.executable, "-c", _OTHER_PROCESS, str(i), address],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-2000:]
+        assert "ERR" in out and "not addressable" in out and "belongs to jax process" in out
 
 
 # --- exporter --------------------------------------------------------------------------------

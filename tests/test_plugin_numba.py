@@ -372,6 +372,34 @@ def test_gpu_producer_stream_is_the_bound_stream():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("source", ["numba", "view of numba", "torch"])
+def test_gpu_exporter_builds_arrays_directly_once_checked(source):
+    import interop_numba
+
+    cuda = _cuda()
+    a = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6))[1:, ::2]
+    if source == "torch":
+        torch = pytest.importorskip("torch")
+        src = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)[1:, ::2]
+        expected = src.cpu().numpy()
+        ptr = src.data_ptr()
+    else:
+        src = a if source == "numba" else interop_core.view(a)
+        expected = a.copy_to_host()
+        ptr = a.__cuda_array_interface__["data"][0]
+    consumer = cuda.stream()
+    for stream in (None, consumer):
+        out = interop_core.to(src, "numba", stream=stream)
+        status = interop_numba.direct_export_status()
+        assert status is not None and status[0], status
+        assert out.__cuda_array_interface__["data"][0] == ptr
+        assert out.shape == expected.shape
+        np.testing.assert_array_equal(out.copy_to_host(), expected)
+        if stream is not None:
+            assert int(out.stream) == int(consumer)   # numba's own calls run on the consumer
+
+
+@pytest.mark.gpu
 def test_gpu_exporter_round_trips_zero_copy():
     cuda = _cuda()
     a = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6))[1:, ::2]

@@ -9,6 +9,7 @@ the producer's kernel finished (nothing blocked).
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -213,21 +214,112 @@ def test_numba_producer_stream_from_the_array_interface_is_honoured(torch_cuda):
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
 
 
-@pytest.mark.gpu
-def test_jax_arrays_are_ready_before_the_consumer_reads(torch_cuda):
+@pytest.fixture(scope="module")
+def jax_long():
+    """(jax, a jitted computation of about 30 ms of GPU time, its input, its trip count)."""
     jax = pytest.importorskip("jax")
     try:
         gpu = jax.devices("gpu")[0]
     except RuntimeError:
         pytest.skip("jax has no GPU backend here")
-    torch = torch_cuda
-    consumer = torch.cuda.Stream()
-    big = jax.device_put(jax.numpy.ones((2048, 2048)), gpu)
+    jnp = jax.numpy
+
+    # A straight chain of kernels (n static, the loop unrolled): jax enqueues it all and returns.
+    # (A fori_loop with a traced trip count is an XLA while loop, whose condition the GPU
+    # runtime reads back on the host every iteration: jax's dispatch itself would then wait.)
+    @functools.partial(jax.jit, static_argnums=1)
+    def long(a, n, value):
+        x = a
+        for _ in range(n):
+            x = jnp.tanh(x @ a)
+        return x * 0 + value       # exactly `value` everywhere, once the chain is done
+
+    a = jax.device_put(jnp.full((4096, 4096), 1e-3, jnp.float32), gpu)
+    long(a, 8, 0.0).block_until_ready()            # compiled
+    start = time.perf_counter()
+    long(a, 8, 0.0).block_until_ready()
+    per_step = (time.perf_counter() - start) / 8
+    n = max(8, int(0.030 / per_step))
+    long(a, n, 0.0).block_until_ready()            # compiled for the trials
+    return jax, long, a, n
+
+
+@pytest.mark.gpu
+def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
+    jax, long, a, n = jax_long
+    returned_early = measured = 0
+    timings = []
     for trial in range(1, 11):
-        result = (big @ big) * 0 + trial   # asynchronous: still running when view() is called
-        copy = _consumer_reads(torch, view(result, stream=consumer), consumer)
+        result = long(a, n, float(trial))
+        pending_before = not result.is_ready()
+        start = time.perf_counter()
+        v = view(result)
+        elapsed = time.perf_counter() - start
+        pending_after = not result.is_ready()
+        measured += pending_before
+        returned_early += pending_before and elapsed < 0.005 and pending_after
+        timings.append((round(elapsed * 1e3, 3), pending_before, pending_after))
+        assert v.ptr == result.unsafe_buffer_pointer() and v.readonly
+        result.block_until_ready()
+    assert measured >= 5, f"jax's work was done before view() was called: {timings}"
+    assert returned_early >= measured - 1, f"view(x) waited for jax's work: {timings}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later"])
+def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
+        torch_cuda, jax_long, entry_point):
+    import warnings
+
+    torch = torch_cuda
+    jax, long, a, n = jax_long
+    consumer = torch.cuda.Stream()
+    returned_early = measured = 0
+    timings = []
+    for trial in range(1, TRIALS + 1):
+        result = long(a, n, float(trial))   # enqueued: still running below
+        pending_before = not result.is_ready()
+        start = time.perf_counter()
+        if entry_point == "view":
+            handed = view(result, stream=consumer)
+        elif entry_point == "to":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", interop_core.plugins.ReadOnlyHandoffWarning)
+                handed = interop_core.to(result, "torch", stream=consumer)
+        elif entry_point == "sync":
+            handed = view(result).sync(consumer)
+        else:
+            handed = view(result)        # ordered below, after the host checked the time
+        elapsed = time.perf_counter() - start
+        pending_after = not result.is_ready()
+        if entry_point == "sync later":
+            handed.sync(consumer)
+        copy = _consumer_reads(torch, handed, consumer)
         consumer.synchronize()
         assert float(copy.min()) == float(trial) == float(copy.max()), f"trial {trial}"
+        # Only a trial whose work was still pending when the call began says whether it waited.
+        measured += pending_before
+        returned_early += pending_before and elapsed < 0.005 and pending_after
+        timings.append((round(elapsed * 1e3, 3), pending_before, pending_after))
+    assert measured >= TRIALS // 2, f"jax's work was done before the call: {timings[:10]}"
+    assert returned_early >= measured - 2, f"the host waited for jax's work: {timings[:10]}"
+
+
+@pytest.mark.gpu
+def test_a_torch_producer_is_ordered_before_jax_reads_the_import(torch_cuda, jax_long):
+    torch = torch_cuda
+    producer = torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    for trial in range(1, TRIALS + 1):
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill_(float(trial))
+            imported = interop_core.to(x, "jax")     # jax orders its stream after `producer`
+        assert imported.unsafe_buffer_pointer() == x.data_ptr()
+        host = np.asarray(imported)                  # jax's own read, on its own stream
+        assert float(host.min()) == float(trial) == float(host.max()), f"trial {trial}"
+        del imported, host
 
 
 def _array_and_side_stream(framework):

@@ -359,29 +359,10 @@ def _targets() -> list[str]:
 
 
 def _to_peers(target: str, src: object, dev: str) -> list[tuple[str, Callable[[], object]]]:
-    peers: list[tuple[str, Callable[[], object]]] = []
-    if target == "numpy":
-        import numpy as np
+    """The target framework's own imports of ``src`` (the budget of each to() pair)."""
+    from ..handoff._matrix import target_imports
 
-        peers.append(("np.from_dlpack", bound(np.from_dlpack, src)))
-    elif target == "torch":
-        import torch
-
-        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, src)))
-    elif target == "cupy":
-        import cupy
-
-        peers.append(("cupy.from_dlpack", bound(cupy.from_dlpack, src)))
-        peers.append(("cupy.asarray", bound(cupy.asarray, src)))
-    elif target == "numba":
-        from numba import cuda
-
-        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, src)))
-    elif target == "jax":
-        import jax.dlpack
-
-        peers.append(("jax.dlpack.from_dlpack", bound(jax.dlpack.from_dlpack, src)))
-    return peers
+    return [(name, bound(fn, src)) for name, fn in target_imports(target)]
 
 
 def _possible(target: str, dev: str) -> bool:
@@ -990,6 +971,175 @@ def _section_shards(device: str, quick: bool) -> list[Case]:
             gpus = []
         if len(gpus) >= 2:
             cases += shards_cases(gpus[:2], "2 cuda devices")
+# -- copies ---------------------------------------------------------------------------------------
+
+class _DeviceTimedGroup:
+    """Paths of one GPU copy operation timed in device time, interleaved round by round.
+
+    Every path enqueues one copy on ``stream``.  A round times, for each path in turn, a batch
+    of copies between two CUDA events on that stream (after a synchronize, so nothing else is
+    pending); ns per copy is the events' elapsed time over the batch length.  The first case's
+    runner measures every path of the group; the others read their results.
+    """
+
+    def __init__(self, torch, stream, paths: dict[str, Callable[[], object]]):
+        self.torch, self.stream, self.paths = torch, stream, paths
+        self.results: dict[str, tuple[float, str, dict]] | None = None
+
+    def runner(self, name: str) -> Callable[[Settings], tuple[float | None, str, dict]]:
+        def run(settings: Settings) -> tuple[float | None, str, dict]:
+            if self.results is None:
+                self.results = self._measure(settings)
+            result = self.results[name]
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        return run
+
+    def _batch_ms(self, fn: Callable[[], object], n: int) -> float:
+        torch, stream = self.torch, self.stream
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        stream.synchronize()
+        start.record(stream)
+        for _ in range(n):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def _measure(self, settings: Settings) -> dict:
+        target_ms = max(settings.min_batch_s * 1e3, 1.0)
+        ready: dict[str, tuple[Callable[[], object], int]] = {}
+        out: dict = {}
+        for name, fn in self.paths.items():
+            try:
+                fn()
+                once = max(self._batch_ms(fn, 2) / 2, 1e-3)
+                ready[name] = (fn, max(1, min(1000, int(target_ms / once))))
+            except Exception as exc:  # a peer that cannot do this copy is a result too
+                out[name] = exc
+        rounds: dict[str, list[float]] = {name: [] for name in ready}
+        for _ in range(settings.repeats):
+            for name, (fn, n) in ready.items():
+                rounds[name].append(self._batch_ms(fn, n) / n * 1e6)
+        for name, samples in rounds.items():
+            out[name] = (statistics.median(samples), "device time (CUDA events)",
+                         {"rounds": [round(x, 2) for x in samples]})
+        return out
+
+
+def _host_copy_cases() -> list[Case]:
+    from .. import view
+
+    if not _installed("numpy"):
+        return []
+    import numpy as np
+
+    big = np.arange(1 << 22, dtype=np.float32)          # 16 MiB
+    square = np.arange(1024 * 1024, dtype=np.float32).reshape(1024, 1024)
+    layouts = {
+        "contiguous 16 MiB": (big, np.empty_like(big)),
+        "transpose 1024x1024 float32": (square.T, np.empty((1024, 1024), np.float32)),
+        "[:, ::2] 1024x1024 float32": (square[:, ::2], np.empty((1024, 512), np.float32)),
+        "4-D permute (16, 32, 32, 16) float32": (
+            np.arange(16 * 32 * 32 * 16, dtype=np.float32).reshape(16, 32, 32, 16)
+            .transpose(0, 2, 3, 1), np.empty((16, 32, 16, 32), np.float32)),
+        "4 bytes": (np.ones(1, np.float32), np.empty(1, np.float32)),
+    }
+    cases = []
+    for label, (src, dst) in layouts.items():
+        group = f"copy host {label}"
+        cases.append(Case("copies", group, "interop_core copy_from",
+                          bound(view(dst).copy_from, view(src)), ours=True))
+        cases.append(Case("copies", group, "numpy copyto", bound(np.copyto, dst, src)))
+    return cases
+
+
+def _device_copy_cases(quick: bool) -> list[Case]:
+    from .. import view
+
+    if not (_installed("torch") and _cuda_present()):
+        return []
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    cupy = None
+    if _installed("cupy"):
+        try:
+            import cupy
+        except Exception:
+            cupy = None
+    stream = torch.cuda.Stream()
+    handle = stream.cuda_stream
+    n = (1 << 24 if quick else 1 << 26)                 # float32: 64 MiB quick, 256 MiB full
+    size = f"{n * 4 >> 20} MiB"
+    device = torch.empty(n, device="cuda")
+    device.fill_(1.0)
+    pinned = torch.ones(n).pin_memory()
+    square = torch.arange(4096 * 4096, dtype=torch.float32, device="cuda").reshape(4096, 4096)
+    cube = torch.arange(64 * 128 * 64 * 32, dtype=torch.float32, device="cuda").reshape(
+        64, 128, 64, 32)
+    operations = {
+        f"copy D2D {size} contiguous": (device, torch.empty_like(device)),
+        f"copy H2D {size} pinned": (pinned, torch.empty_like(device)),
+        f"copy D2H {size} pinned": (device, torch.empty(n).pin_memory()),
+        "copy transpose 4096x4096 float32": (square.t(), torch.empty(4096, 4096, device="cuda")),
+        "copy [:, ::2] 4096x4096 float32": (square[:, ::2],
+                                             torch.empty(4096, 2048, device="cuda")),
+        "copy 4-D permute (64, 128, 64, 32) float32": (
+            cube.permute(0, 2, 3, 1), torch.empty(64, 64, 32, 128, device="cuda")),
+    }
+    cases = []
+    for group, (src, dst) in operations.items():
+        src_view, dst_view = view(src), view(dst)
+
+        def ours(d=dst_view, s=src_view):
+            d.copy_from(s, stream=handle)
+
+        def torch_copy(d=dst, s=src):
+            with torch.cuda.stream(stream):
+                d.copy_(s, non_blocking=True)
+
+        paths = {"interop_core copy_from": ours, "torch Tensor.copy_": torch_copy}
+        if cupy is not None and src.is_cuda and dst.is_cuda:
+            c_src, c_dst = cupy.asarray(src), cupy.asarray(dst)
+            cupy_stream = cupy.cuda.ExternalStream(handle)
+
+            def cupy_copy(d=c_dst, s=c_src, cs=cupy_stream):
+                with cs:
+                    cupy.copyto(d, s)
+
+            paths["cupy copyto"] = cupy_copy
+        timed = _DeviceTimedGroup(torch, stream, paths)
+        for name in paths:
+            cases.append(Case("copies", group, name, runner=timed.runner(name),
+                              ours=name.startswith("interop_core")))
+    # What a tiny copy costs the host (the call, not the transfer): enqueued, not waited for.
+    small_src = torch.ones(1, device="cuda")
+    small_dst = torch.empty(1, device="cuda")
+    sv, dv = view(small_src), view(small_dst)
+    group = "copy 4 bytes D2D (host-side cost per call)"
+
+    def torch_small():
+        with torch.cuda.stream(stream):
+            small_dst.copy_(small_src, non_blocking=True)
+
+    cases.append(Case("copies", group, "interop_core copy_from(stream=)",
+                      bound(dv.copy_from, sv, handle), ours=True))
+    cases.append(Case("copies", group, "torch Tensor.copy_ (in a stream context)",
+                      torch_small))
+    return cases
+
+
+def _section_copies(device: str, quick: bool) -> list[Case]:
+    cases = []
+    if device in ("cpu", "all"):
+        cases += _host_copy_cases()
+    if "cuda" in _devices(device):
+        cases += _device_copy_cases(quick)
     return cases
 
 
@@ -1036,6 +1186,7 @@ SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "threads": _section_threads,
     "dispatch": _section_dispatch,
     "shards": _section_shards,
+    "copies": _section_copies,
     "import": _section_import,
 }
 

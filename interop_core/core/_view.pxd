@@ -46,5 +46,7 @@ cdef int choose_protocol(object obj) except -1
 cdef object view_by_protocol(int protocol, object obj, object stream)
 
 # Order `consumer` after the view's producer: its recorded producer stream, else the stream the
-# owner's plugin reports (and then recorded).  Host memory and unknown producers: nothing to do.
+# owner's plugin reports (and then recorded).  Unknown producers: nothing to do.  Host memory:
+# no stream, but the owner's plugin strategy is asked (a producer with asynchronous host work,
+# jax on the CPU, finishes it there).
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1

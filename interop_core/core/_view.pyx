@@ -155,9 +155,33 @@ cdef bint _knows_producer_stream(StridedMemoryView v) except -1:
 
 
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1:
-    if v.rec.device_type != kDLCPU and _knows_producer_stream(v):
-        order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    if v.rec.device_type != kDLCPU:
+        if _knows_producer_stream(v):
+            order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
+    elif not v.rec.has_producer_stream and _producer_stream_lookup is not None:
+        # Host memory has no stream to order on, but a producer with asynchronous host work
+        # (jax on the CPU) finishes it when its plugin's strategy is asked; the answer is None.
+        _producer_stream_lookup(v.owner)
     return 0
+
+
+# Set by interop_core._registry: type -> whether a plugin declared its objects immutable.
+cdef object _readonly_type_lookup = None
+
+
+def _set_readonly_type_lookup(lookup):
+    global _readonly_type_lookup
+    _readonly_type_lookup = lookup
+
+
+cdef StridedMemoryView _declared_readonly(StridedMemoryView v, object obj):
+    # The generic entry points read what the protocol says; a protocol without a read-only flag
+    # (a legacy DLPack capsule) cannot say that a framework's arrays are immutable (jax's), so
+    # the type's plugin declaration is consulted too.  A bare capsule has no type to ask about.
+    if not v.rec.readonly and _readonly_type_lookup is not None and \
+            not PyCapsule_CheckExact(obj) and _readonly_type_lookup(type(obj)):
+        v.rec.readonly = True
+    return v
 
 
 cdef StridedMemoryView _view_array_interface(object obj):
@@ -309,7 +333,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_dlpack(obj, stream)
+        return _declared_readonly(_view_dlpack(obj, stream), obj)
 
     @classmethod
     def from_cuda_array_interface(cls, obj, stream=None):
@@ -328,7 +352,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_cai(obj, stream)
+        return _declared_readonly(_view_cai(obj, stream), obj)
 
     @classmethod
     def from_array_interface(cls, obj):
@@ -343,7 +367,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_array_interface(obj)
+        return _declared_readonly(_view_array_interface(obj), obj)
 
     @classmethod
     def from_buffer_protocol(cls, obj):
@@ -360,7 +384,7 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _view_buffer_protocol(obj)
+        return _declared_readonly(_view_buffer_protocol(obj), obj)
 
     @classmethod
     def from_any(cls, obj, stream=None):
@@ -400,7 +424,9 @@ cdef class StridedMemoryView:
                 f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
                 "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
                 "__array_interface__ or the buffer protocol")
-        return view_by_protocol(protocol, obj, stream)
+        if protocol == PROTOCOL_SELF:
+            return view_by_protocol(protocol, obj, stream)
+        return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
 
     @classmethod
     def from_pointer(cls, ptr, shape, strides=None, dtype="uint8", *, device=None,
@@ -620,6 +646,13 @@ cdef class StridedMemoryView:
         return self.rec.producer_stream if _knows_producer_stream(self) else None
 
     @property
+    def _recorded_producer_stream(self):
+        # For exporters that bind their result to the producer's stream where it is already
+        # known (recorded as the view was made, or by an earlier ordering), without asking the
+        # owner's plugin: jax's strategy orders pending work onto a stream of its own to answer.
+        return self.rec.producer_stream if self.rec.has_producer_stream else None
+
+    @property
     def layout(self):
         """StridedLayout: Shape, strides and itemsize of this view (a new immutable object)."""
         return layout_from_extents(&self.rec.ext, self.rec.itemsize, 0)
@@ -720,6 +753,96 @@ cdef class StridedMemoryView:
             order_view(self, consumer)
         return self
 
+    # --- copies ----------------------------------------------------------------------------
+
+    def copy_to(self, dst, stream=None):
+        """Copy this view's elements into ``dst``, on ``stream``.
+
+        Same shape (this view broadcasts to ``dst``'s, numpy's rules), same dtype, any strides
+        on either side, between host memory, device memory of one device and peer devices.
+        Enqueued after the producers of both views (the stream contract), without blocking
+        the host when a stream is given.  The "Copies" page of the documentation says when
+        the host waits (pageable host memory; ``stream=None``).
+
+        Parameters
+        ----------
+        dst : StridedMemoryView or object
+            The destination: a view, or anything :func:`interop_core.view` accepts.  Must be
+            writable, without overlapping elements.
+        stream : None, int or stream object, optional
+            The stream to copy on (an int ``CUstream`` or a stream object).  ``None`` (or
+            ``-1``): the legacy default stream of the copying device, and the call returns
+            once the copy is complete.  Ignored for host-to-host copies beyond waiting for it.
+
+        Returns
+        -------
+        StridedMemoryView
+            The destination's view; after a copy on a stream, its ``producer_stream`` is that
+            stream.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not broadcast, different dtypes, a destination with overlapping
+            elements, a CUDA device that does not exist, a stream of an unrelated device.
+        BufferError
+            A read-only destination; memory no engine here reaches (no CUDA driver, another
+            device type, peers without peer access for a strided layout).
+
+        Notes
+        -----
+        Overlapping source and destination are copied correctly (through a temporary).
+        Nothing is written when the call raises.
+        """
+        return _copies().copy(dst, self, stream)
+
+    def copy_from(self, src, stream=None):
+        """Copy ``src``'s elements into this view, on ``stream`` (see :meth:`copy_to`).
+
+        Parameters
+        ----------
+        src : StridedMemoryView or object
+            The source (a view, or anything :func:`interop_core.view` accepts); broadcast to
+            this view's shape.
+        stream : None, int or stream object, optional
+            As for :meth:`copy_to`.
+
+        Returns
+        -------
+        StridedMemoryView
+            ``self``.
+        """
+        return _copies().copy(self, src, stream)
+
+    @staticmethod
+    def empty_like(view, device=None, layout=None, stream=None):
+        """A view of new, uninitialised memory with ``view``'s shape and dtype.
+
+        Parameters
+        ----------
+        view : StridedMemoryView or object
+            What to imitate (anything :func:`interop_core.view` accepts).
+        device : str or tuple, optional
+            Where: ``"cpu"`` (malloc), ``"cuda_host"`` (pinned, ``cuMemHostAlloc``),
+            ``"cuda"`` / ``"cuda:N"`` (device memory), ``"cuda_managed"``, or a DLPack
+            ``(device_type, device_id)`` pair.  Default: ``view``'s device.
+        layout : {"K", "C", "F"} or StridedLayout, optional
+            Dense in ``view``'s stride order (``"K"``, the default), C or Fortran order, or an
+            explicit layout of the same shape and itemsize without overlapping elements.
+        stream : None, int or stream object, optional
+            For device memory: allocate stream-ordered on this stream (``cuMemAllocAsync``,
+            where the device supports memory pools); the memory is then released with
+            ``cuMemFreeAsync`` on the same stream when its owner dies, and the stream object
+            is kept alive until then.  ``None``: ``cuMemAlloc``, usable on any stream.
+
+        Returns
+        -------
+        StridedMemoryView
+            Writable; its ``owner`` is the :class:`interop_core.cuda.Allocation` that frees
+            the memory exactly once, when the last view of it dies.
+        """
+        return _copies().empty_like(view, device, layout, stream)
+
     # --- exports ---------------------------------------------------------------------------
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
@@ -727,11 +850,44 @@ cdef class StridedMemoryView:
 
         A ``stream`` (the consumer's) is ordered after the view's producer first, as the
         DLPack protocol asks of producers.
+
+        ``copy=True``, or a ``dl_device`` other than the view's own, exports a copy in new
+        memory (dense, in the view's stride order) with the ``IS_COPIED`` flag: made on
+        ``stream`` for a device consumer; for ``dl_device=(kDLCPU, 0)`` ``stream`` must be
+        None and the copy is complete when the capsule is returned.  ``copy=False`` raises
+        ``BufferError`` where a copy would be needed; ``copy=None`` copies only then.
         """
         cdef intptr_t consumer = 0
+        cdef StridedMemoryView copied
+        if copy is not None and not isinstance(copy, bool):
+            raise TypeError(f"__dlpack__: copy must be None, True or False, got {copy!r}")
+        if dl_device is not None:
+            try:
+                dev_type, dev_id = dl_device
+                dl_device = (int(dev_type), int(dev_id))
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"__dlpack__: dl_device must be a (device_type, device_id) pair, got "
+                    f"{dl_device!r}") from None
+            if dl_device == (self.rec.device_type, self.rec.device_id):
+                dl_device = None
+        if copy or dl_device is not None:
+            if copy is False:
+                raise BufferError(
+                    f"__dlpack__: the view is on device ({self.rec.device_type}, "
+                    f"{self.rec.device_id}); exporting it to {dl_device} needs a copy, and "
+                    "copy=False forbids one")
+            if dl_device is not None and dl_device[0] == kDLCPU:
+                if dl_device[1] != 0:
+                    raise BufferError(f"__dlpack__: there is no CPU device {dl_device[1]}")
+                if stream is not None and stream != -1:
+                    raise BufferError("__dlpack__: stream must be None for dl_device=(kDLCPU, "
+                                      f"0) (the copy is complete on return), got {stream!r}")
+            copied = _copies().export_copy(self, dl_device, stream)
+            return export_dlpack(copied, &copied.rec, None, max_version, None, copy, True)
         if resolve_stream(stream, &consumer) and self.rec.device_type != kDLCPU:
             order_view(self, consumer)
-        return export_dlpack(self, &self.rec, stream, max_version, dl_device, copy)
+        return export_dlpack(self, &self.rec, stream, max_version, None, copy, False)
 
     def __dlpack_device__(self):
         """``(device_type, device_id)`` per the DLPack protocol."""
@@ -760,6 +916,19 @@ cdef class StridedMemoryView:
         release_buffer(buf)
 
     __dlpack_c_exchange_api__ = exchange_api_capsule()
+
+
+# interop_core.copies._copy, imported on the first copy (it imports this module).
+cdef object _copy_module = None
+
+
+cdef object _copies():
+    global _copy_module
+    if _copy_module is None:
+        from ..copies import _copy
+
+        _copy_module = _copy
+    return _copy_module
 
 
 cdef ViewRecord* _record_of(object obj) except NULL:

@@ -20,3 +20,16 @@ cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
 # record a pooled event on the producer, make the consumer wait on it.  Never blocks the host;
 # a no-op for the same stream.  RuntimeError without a driver or when a driver call fails.
 cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1
+
+# For other modules of the core that declare further driver entry points (cuda/_module): the
+# symbol `name` of the libcuda this module loaded (NULL without a driver or without that symbol),
+# so libcuda is opened once.
+cdef void* driver_symbol(const char* name) noexcept
+# RuntimeError naming `call` and the driver's error name unless `status` is CUDA_SUCCESS.
+cdef int check_status(int status, const char* call) except -1
+# The primary context of device `device_id` (retained on first need, kept for the process).
+cdef void* primary_context(int device_id) except NULL
+# Make `ctx` current unless it already is: returns 1 when it was pushed (hand that to
+# leave_context), 0 when nothing changed.
+cdef int enter_context(void* ctx) except -1
+cdef void leave_context(int pushed) noexcept

@@ -40,6 +40,8 @@ ctypedef int (*cuGetErrorName_t)(int, const char**) noexcept nogil
 
 # Load state: 0 not tried, 1 loaded and initialised, -1 unavailable (tried once, never again).
 cdef int _state = 0
+# The dlopen handle of libcuda (never closed: symbols resolved from it live for the process).
+cdef void* _lib = NULL
 cdef cuDriverGetVersion_t _cuDriverGetVersion = NULL
 cdef cuPointerGetAttributes_t _cuPointerGetAttributes = NULL
 # Device enumeration (for diagnostics): optional, NULL when this libcuda lacks them.
@@ -58,12 +60,13 @@ cdef cuGetErrorName_t _cuGetErrorName = NULL
 
 cdef int _load() noexcept:
     global _state, _cuDriverGetVersion, _cuPointerGetAttributes
-    global _cuDeviceGetCount, _cuDeviceGet, _cuDeviceGetName
+    global _cuDeviceGetCount, _cuDeviceGet, _cuDeviceGetName, _lib
     cdef void* lib = dlopen(b"libcuda.so.1", RTLD_NOW | RTLD_LOCAL)
     if lib == NULL:
         lib = dlopen(b"libcuda.so", RTLD_NOW | RTLD_LOCAL)
     if lib == NULL:
         return -1
+    _lib = lib
     cdef cuInit_t init = <cuInit_t> dlsym(lib, b"cuInit")
     _cuDriverGetVersion = <cuDriverGetVersion_t> dlsym(lib, b"cuDriverGetVersion")
     _cuPointerGetAttributes = <cuPointerGetAttributes_t> dlsym(lib, b"cuPointerGetAttributes")
@@ -298,6 +301,37 @@ cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) exce
         if pushed:
             _cuCtxPopCurrent(&popped)
     return 0
+
+
+cdef void* driver_symbol(const char* name) noexcept:
+    if not driver_available():
+        return NULL
+    return dlsym(_lib, name)
+
+
+cdef int check_status(int status, const char* call) except -1:
+    return _check(status, call)
+
+
+cdef void* primary_context(int device_id) except NULL:
+    _require_ordering_api()
+    return _context_of(device_id)
+
+
+cdef int enter_context(void* ctx) except -1:
+    cdef void* current = NULL
+    _require_ordering_api()
+    _cuCtxGetCurrent(&current)
+    if current == ctx:
+        return 0
+    _check(_cuCtxPushCurrent(ctx), b"cuCtxPushCurrent")
+    return 1
+
+
+cdef void leave_context(int pushed) noexcept:
+    cdef void* popped
+    if pushed:
+        _cuCtxPopCurrent(&popped)
 
 
 def _order_streams(producer, consumer, device_id=0):

@@ -29,9 +29,15 @@ cdef void register_view_type(type view_type, record_of_t record_of, view_from_re
 
 # A capsule for `rec` whose manager context keeps `keepalive` (the view) alive until the consumer
 # calls the deleter.  Versioned when max_version allows it, legacy otherwise; READ_ONLY flag set
-# for read-only views.  `stream`, `dl_device`, `copy` follow the array-API __dlpack__ rules.
+# for read-only views, IS_COPIED when `is_copied` (the caller made `rec` a copy for this export;
+# copy=True is refused otherwise).  `stream`, `dl_device` follow the array-API __dlpack__ rules.
 cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, object max_version,
-                          object dl_device, object copy)
+                          object dl_device, object copy, bint is_copied)
+
+# A legacy ("dltensor") capsule for `rec` even when it is read-only, for a consumer that never
+# writes into what it imports and takes only legacy capsules (jax: its arrays are immutable).
+# BufferError for padded sub-byte types, which a legacy capsule cannot describe.
+cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec)
 
 # `target`'s object over `rec`'s memory through target.__dlpack_c_exchange_api__'s
 # managed_tensor_to_py_object_no_sync (a versioned tensor whose manager context keeps

@@ -19,8 +19,9 @@
 #   consumer stream and the tensor is not on the CPU, the reader falls back to __dlpack__
 #   (which hands the stream to the producer); event-based ordering replaces this later.
 # - Export: a legacy ("dltensor") capsule cannot carry READ_ONLY, so read-only views refuse
-#   to export one (BufferError) rather than let a consumer write.  copy=True is refused (a
-#   view never copies); dl_device must be the view's own device.  A stream other than
+#   to export one (BufferError) rather than let a consumer write.  copy=True and a dl_device
+#   other than the view's own are handled by StridedMemoryView.__dlpack__, which copies first
+#   (interop_core.copies) and exports the copy here with IS_COPIED set.  A stream other than
 #   None / -1 is refused for CPU memory (array-API rule) and, for device memory, accepted but
 #   not yet acted on (the producer-side ordering arrives with the CUDA driver binding).
 # - StridedMemoryView's exchange table: the allocator reports NotImplementedError through
@@ -459,7 +460,7 @@ cdef void _fill_dltensor(DLTensor* t, const ViewRecord* rec, int64_t* arrays) no
 
 
 cdef DLManagedTensorVersioned* _new_versioned(object keepalive, const ViewRecord* rec,
-                                              uint32_t minor) except NULL:
+                                              uint32_t minor, bint is_copied=False) except NULL:
     cdef size_t size = sizeof(DLManagedTensorVersioned) + 2 * rec.ext.ndim * sizeof(int64_t)
     cdef DLManagedTensorVersioned* mt = <DLManagedTensorVersioned*> malloc(size)
     if mt == NULL:
@@ -471,6 +472,8 @@ cdef DLManagedTensorVersioned* _new_versioned(object keepalive, const ViewRecord
         mt.flags |= DLPACK_FLAG_READ_ONLY
     if _subbyte_padded(rec):
         mt.flags |= DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED
+    if is_copied:
+        mt.flags |= DLPACK_FLAG_IS_COPIED
     _fill_dltensor(&mt.dl_tensor, rec,
                    <int64_t*> (<char*> mt + sizeof(DLManagedTensorVersioned)))
     Py_INCREF(keepalive)
@@ -492,7 +495,7 @@ cdef DLManagedTensor* _new_legacy(object keepalive, const ViewRecord* rec) excep
 
 
 cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, object max_version,
-                          object dl_device, object copy):
+                          object dl_device, object copy, bint is_copied):
     cdef intptr_t handle = 0
     cdef bint versioned = False
     cdef uint32_t minor = DLPACK_MINOR
@@ -505,10 +508,8 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
             f"__dlpack__: stream must be None or -1 for host (CPU) memory, got {stream!r}")
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"__dlpack__: copy must be None, True or False, got {copy!r}")
-    if copy:
-        raise BufferError(
-            "__dlpack__: copy=True was requested, but a StridedMemoryView never copies; "
-            "copy the data in the consuming framework instead")
+    if copy and not is_copied:
+        raise BufferError("__dlpack__: copy=True, but this export was not given a copy")
     if dl_device is not None:
         try:
             dev_type, dev_id = dl_device
@@ -532,7 +533,7 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
         if max_version[0] == DLPACK_MAJOR:
             minor = max(0, min(<int64_t> max_version[1], DLPACK_MINOR))
     if versioned:
-        mtv = _new_versioned(keepalive, rec, minor)
+        mtv = _new_versioned(keepalive, rec, minor, is_copied)
         try:
             return PyCapsule_New(mtv, _NAME_VERSIONED, _versioned_capsule_destructor)
         except BaseException:
@@ -547,6 +548,18 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
         raise BufferError(
             "__dlpack__: padded sub-byte element types need a versioned DLPack capsule; "
             "ask for max_version=(1, 0) or newer")
+    mtl = _new_legacy(keepalive, rec)
+    try:
+        return PyCapsule_New(mtl, _NAME_LEGACY, _legacy_capsule_destructor)
+    except BaseException:
+        mtl.deleter(mtl)
+        raise
+
+
+cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec):
+    cdef DLManagedTensor* mtl
+    if _subbyte_padded(rec):
+        raise BufferError("padded sub-byte element types need a versioned DLPack capsule")
     mtl = _new_legacy(keepalive, rec)
     try:
         return PyCapsule_New(mtl, _NAME_LEGACY, _legacy_capsule_destructor)

@@ -33,6 +33,8 @@ cdef class ReaderEntry:
     """bool: Whether subclasses of the type may use this reader."""
     cdef readonly object producer_stream  # callable(obj) -> CUstream or None, or None
     """callable or None: ``callable(obj) -> int or None``, the producer's current CUDA stream."""
+    cdef readonly bint readonly       # the type's objects are immutable: every view read-only
+    """bool: Whether the plugin declared the type's objects immutable (views are read-only)."""
     cdef readonly object type_path    # "module:QualName" as declared, for messages
     """str or None: The type as declared, ``"module:QualName"``."""
     cdef readonly ReaderEntry fallback  # owned: reads what this reader declines, and replaces

@@ -36,7 +36,7 @@ from ..core._view cimport (
     view_by_protocol,
     view_new,
 )
-from ..core._view import _set_producer_stream_lookup
+from ..core._view import _set_producer_stream_lookup, _set_readonly_type_lookup
 
 __all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
            "set_miss_handler", "read_with", "compare_readers", "time_dispatch", "C_API"]
@@ -158,7 +158,7 @@ cdef class ReaderEntry:
 
 
 def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
-              fallback=None, prepare=None, canaries=None):
+              fallback=None, prepare=None, canaries=None, readonly=False):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
@@ -183,6 +183,8 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         (a str is the reason it failed; a dict, details of a success).
     canaries : callable, optional
         ``canaries() -> iterable``: objects ``reader`` must read exactly as ``fallback`` does.
+    readonly : bool
+        The type's objects are immutable: every view of one is read-only.
 
     Returns
     -------
@@ -240,6 +242,7 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.subclasses = bool(subclasses)
     e.producer_stream = producer_stream
     e.type_path = type_path
+    e.readonly = bool(readonly)
     e.prepare = prepare
     e.canaries = canaries
     if fallback is not None:
@@ -359,6 +362,7 @@ def set_entries(dict entries):
             raise TypeError(f"table values must be ReaderEntry, got {type(entry).__name__}")
     _REGISTERED.clear()
     _REGISTERED.update(entries)
+    _READONLY_TYPES.clear()
     _reset_entries()
     _rebuild()
 
@@ -393,6 +397,8 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
     v = _fill(entry, obj, stream)
+    if entry.readonly:
+        v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
     if stream is not None and not (v.rec.has_producer_stream
                                    and same_stream(v.rec.producer_stream, consumer)):
@@ -452,6 +458,31 @@ def _producer_stream_of(owner):
 
 
 _set_producer_stream_lookup(_producer_stream_of)
+
+
+# type -> whether its plugin declared its objects immutable, for the generic entry points
+# (StridedMemoryView.from_any, from_dlpack, ...), which do not go through the table.  Cleared
+# whenever plugins change (set_entries).
+cdef dict _READONLY_TYPES = {}
+
+
+def _declared_readonly(t):
+    cached = _READONLY_TYPES.get(t)
+    if cached is not None:
+        return cached
+    cdef PyObject* found = _lookup(<PyObject*> t)
+    if found == NULL:
+        # Not viewed through the table yet: resolve plugin declarations for t as view() would.
+        if _miss_handler is None:
+            from interop_core import plugins  # noqa: F401  (installs the handler on import)
+        if _miss_handler is not None and _miss_handler(t):
+            found = _lookup(<PyObject*> t)
+    result = found != NULL and (<ReaderEntry> found).readonly
+    _READONLY_TYPES[t] = result
+    return result
+
+
+_set_readonly_type_lookup(_declared_readonly)
 
 
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):

@@ -5,22 +5,32 @@ Reading
 jax's array implementation (``ArrayImpl``; ``jaxlib._jax`` on jax 0.10, other module paths on
 other versions, all declared: resolution is lazy) is read by the core's compiled reader
 ``"jax"`` (``interop_core/_jax_reader.pyx``) from the array's own accessors: its sharding's
-device, ``aval`` (shape and dtype), its device layout, and ``unsafe_buffer_pointer()``.  The
-reader checks these once per process against jax's DLPack export on canary arrays and falls
-back to ``__dlpack__`` if anything differs.
+device and memory kind, ``aval`` (shape and dtype), its device layout, and
+``unsafe_buffer_pointer()``.  The reader checks these once per process against jax's DLPack
+export on canary arrays and falls back to ``__dlpack__`` if anything differs.
 
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
-* **Readiness**: the reader calls ``block_until_ready()`` before it reads the pointer, on every
-  call, so a view never exposes a buffer jax is still writing.  Cost: a few hundred ns for a
-  ready array; otherwise the host waits for the computation producing it.  We chose this over
-  DLPack's ``stream`` argument because it behaves the same on every backend and jax version
-  (jax 0.11 on CUDA rejects ``stream=-1``), needs no consumer stream, and leaves nothing
-  pending: the view reports no producer stream.
-* Arrays sharded over several devices raise ``BufferError`` naming ``interop_core.shards()``,
-  which views them shard by shard (see ``_sharded.py``).  An array whose sharding spans one
-  device is read normally.
-* Do not donate or ``delete()`` an array while a view of it is in use: jax then frees the
-  buffer regardless of references.
+  The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
+  array say read-only too (jax's legacy DLPack capsules cannot).
+* **Ordering, never a host wait on device work** (the stream contract):
+
+  - ``view(x)`` / ``stream=None`` / ``-1``: no wait at all.  The address is defined (PJRT
+    assigns it when the computation is enqueued; on the CPU it waits only for the allocation),
+    the contents may still be being computed.
+  - ``view(x, stream=s)``, ``to(x, ..., stream=s)``, ``view(x).sync(s)``: for device memory
+    PJRT makes ``s`` wait for jax's pending work on ``x`` (what ``x.__dlpack__(stream=s)``
+    does); the host does not wait.  For the CPU backend jax's work is not stream-ordered: the
+    host waits for ``x`` (``block_until_ready``), the only order jax offers there.
+  - The producer strategy (``producer_stream``), asked when a view made without a stream is
+    ordered later, orders jax's pending work onto jax's own stream for external ready events
+    and reports that stream.
+
+* Arrays sharded over several devices (``interop_core.shards()`` views those, see below),
+  deleted or donated arrays, and arrays on a device of another process raise ``BufferError``
+  naming the problem.
+* A metadata-only view holds the array, not jax's buffer: do not ``delete()`` or donate the
+  array while such a view is in use (jax frees the buffer regardless of references).  A
+  stream-ordered view holds jax's DLPack tensor (an external reference), which keeps the buffer.
 
 Sharded arrays
 --------------
@@ -31,16 +41,17 @@ array from per-device pieces of any framework with ``jax.make_array_from_single_
 
 Exporting
 ---------
-``interop_core.to(x, "jax")`` calls ``jax.dlpack.from_dlpack`` on the view.  jax accepts only
-compact layouts (a permutation of a dense row-major layout): anything else raises
-``BufferError``.  jax on CPU **copies** host memory that is not aligned to 64 bytes; the
-exporter detects that by pointer and warns with :class:`JaxCopyWarning` (the result is then a
-copy; jax arrays are immutable, so this changes only cost and aliasing).  The result is
-read-only, as every jax array is; read-only views are handed over too (jax takes only legacy
-capsules, which cannot say read-only, so the exporter passes a writable-flagged twin view: jax
-never writes into an imported buffer -- but do not donate the result to a jitted function).
-Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, reported by the
-same warning.
+``interop_core.to(x, "jax")`` (``_jax_reader.to_jax``) imports the view with one jaxlib call
+(``dlpack_managed_tensor_to_buffer``), the device and jax's stream cached per device and the
+result checked once per platform against ``jax.dlpack.from_dlpack``; device memory is ordered
+before jax's stream first, as ``jax.dlpack.from_dlpack`` does.  jax accepts only compact layouts
+(a permutation of a dense row-major layout): anything else raises ``BufferError``.  jax on CPU
+**copies** host memory that is not aligned to 64 bytes; the exporter detects that by pointer
+and warns with :class:`JaxCopyWarning`.  The result is read-only, as every jax array is;
+read-only views are handed over too (jax takes only legacy capsules, which cannot say read-only:
+jax never writes into an imported buffer -- but do not donate the result to a jitted function).
+Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, through
+``jax.dlpack.from_dlpack`` (:func:`export_jax_slow`), reported by the same warning.
 
 Loading this module imports neither jax nor numpy.
 """
@@ -49,7 +60,8 @@ import warnings
 
 import interop_core
 
-__all__ = ["interop_core_register", "export_jax", "JaxCopyWarning", "ARRAY_TYPES"]
+__all__ = ["interop_core_register", "export_jax", "export_jax_slow", "producer_stream",
+           "JaxCopyWarning", "ARRAY_TYPES"]
 
 # Every spelling of jax's array implementation across jax versions: 0.4.x up to 0.4.3x
 # (jaxlib.xla_extension), and jaxlib._jax (0.6+).  Lazy resolution ignores those not imported.
@@ -66,17 +78,16 @@ class JaxCopyWarning(UserWarning):
     """``to(x, "jax")`` could not share memory: jax copied it (unaligned host memory)."""
 
 
-def _is_compact(shape, strides):
-    """Whether strides are a permutation of a dense layout (what jax's DLPack import takes)."""
-    if 0 in shape:
-        return True
-    dims = sorted((s, n) for s, n in zip(strides, shape, strict=True) if n != 1)
-    expected = 1
-    for stride, n in dims:
-        if stride != expected:
-            return False
-        expected *= n
-    return True
+def warn_copied(view, stacklevel=3):
+    """Warn with :class:`JaxCopyWarning` that jax copied ``view``'s memory.
+
+    ``stacklevel`` counts Python frames from this function (the compiled ``to_jax`` has none:
+    3 names the caller of ``to()``).
+    """
+    warnings.warn(
+        f"jax copied the memory at {view.ptr:#x} instead of sharing it (jax requires "
+        "64-byte aligned host memory, and converts 64-bit types unless jax_enable_x64 is "
+        "set); the result is a copy", JaxCopyWarning, stacklevel=stacklevel)
 
 
 def export_jax(view, stream=None):
@@ -86,7 +97,8 @@ def export_jax(view, stream=None):
     ----------
     view : interop_core.StridedMemoryView
     stream : None, int or stream object, optional
-        Unused: jax orders device imports on its own stream through ``__dlpack__``.
+        Accepted for the exporter protocol: ``to()`` has already ordered the view on it; jax
+        imports device memory on its own stream, ordered after the view's producer.
 
     Returns
     -------
@@ -101,16 +113,22 @@ def export_jax(view, stream=None):
     Warns
     -----
     JaxCopyWarning
-        If jax copied the memory (host memory not aligned to 64 bytes).
+        If jax copied the memory (host memory not aligned to 64 bytes, 64-bit types without
+        ``jax_enable_x64``).
+    """
+    from interop_core import _jax_reader
+
+    return _jax_reader.to_jax(view, stream)
+
+
+def export_jax_slow(view, stream=None):
+    """:func:`export_jax` through ``jax.dlpack.from_dlpack`` (what ``to_jax`` falls back to).
+
+    For views the direct import does not take: 64-bit types that jax converts, devices whose
+    once-per-platform check failed, memory kinds jax's direct import does not know.
     """
     import jax.dlpack
 
-    if not _is_compact(view.shape, view.strides):
-        raise BufferError(
-            f"jax imports only compact layouts (a transposition of a dense array); this view "
-            f"has shape {view.shape} and strides {view.strides}: make it contiguous first")
-    # jax's from_dlpack passes its own consumer stream to the view's __dlpack__ for device
-    # memory (the view orders it after the producer); it takes no stream argument of ours.
     source = view
     if view.readonly:
         # jax imports only legacy (unversioned) capsules, which cannot carry DLPack's READ_ONLY
@@ -122,22 +140,40 @@ def export_jax(view, stream=None):
             device=(view.device_type, view.device_id), readonly=False, owner=view)
     result = jax.dlpack.from_dlpack(source)
     if view.size and result.unsafe_buffer_pointer() != view.ptr:
-        warnings.warn(
-            f"jax copied the memory at {view.ptr:#x} instead of sharing it (jax requires "
-            "64-byte aligned host memory, and converts 64-bit types unless jax_enable_x64 is "
-            "set); the result is a copy", JaxCopyWarning, stacklevel=3)
+        warn_copied(view, stacklevel=4)
     return result
+
+
+def producer_stream(array):
+    """Order jax's pending work on ``array`` onto jax's stream and return it (see the module).
+
+    Parameters
+    ----------
+    array : jax.Array
+
+    Returns
+    -------
+    int or None
+        jax's stream for external ready events on the array's device, now ordered after the
+        computation producing ``array`` (the host does not wait); ``None`` for host memory,
+        after the host waited for jax's CPU work on it.
+    """
+    from interop_core import _jax_reader
+
+    return _jax_reader.producer_stream(array)
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
     """Declare jax's array types (core reader ``"jax"``, sharded through ``addressable_shards``),
     the ``"jax"`` exporter and its shard assembler."""
-    from interop_core import _jax_reader  # noqa: F401  (compiled; registers "jax"; no jax import)
+    from interop_core import _jax_reader  # compiled; registers "jax"; imports no jax
 
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader="jax")
-    registry.add_exporter("jax", export_jax, types=(*ARRAY_TYPES, "jax:Array"),
+        registry.add_type(path, reader="jax", producer_stream=_jax_reader.producer_stream,
+                          readonly=True)
+    # The compiled exporter itself, so that a handoff runs no Python of this plugin.
+    registry.add_exporter("jax", _jax_reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
     from ._sharded import assemble_jax, jax_shards
 

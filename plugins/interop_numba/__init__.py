@@ -29,8 +29,8 @@ from typing import Any
 
 import interop_core
 
-__all__ = ["interop_core_register", "export_numba", "producer_stream", "ARRAY_TYPES",
-           "SIMULATOR_TYPES", "STREAM_TYPES"]
+__all__ = ["interop_core_register", "export_numba", "producer_stream", "direct_export_status",
+           "ARRAY_TYPES", "SIMULATOR_TYPES", "STREAM_TYPES"]
 
 _MODULES = ("numba.cuda.cudadrv.devicearray", "numba_cuda.numba.cuda.cudadrv.devicearray")
 #: Exact device-array types ("module:QualName", resolved lazily; absent ones never resolve).
@@ -95,11 +95,107 @@ def export_numba(view: Any, stream: Any = None) -> Any:
             f"cannot hand memory of device type {view.device_type} to numba without a copy: "
             "numba device arrays hold CUDA memory; copy it with numba.cuda.to_device(...) "
             "instead")
-    array = cuda.from_cuda_array_interface(view.__cuda_array_interface__, owner=view, sync=False)
+    if _direct_checked is None:
+        _check_direct(cuda)
+    if _direct_checked[0]:
+        array = _direct(view, stream)
+    else:
+        array = cuda.from_cuda_array_interface(view.__cuda_array_interface__, owner=view,
+                                               sync=False)
     if view.size == 0:
         # numba drops `owner` for empty arrays; hold the view anyway, as every export does.
         array._interop_core_owner = view
     return array
+
+
+# The direct constructor: numba's DeviceNDArray over a MemoryPointer that owns the view, what
+# numba.cuda.from_cuda_array_interface builds, without building and parsing the interface dict,
+# entering numba's context manager or wrapping the interface's stream anew on every call.  It is
+# compared once per process with from_cuda_array_interface on canaries (_check_direct); any
+# difference sends every export through from_cuda_array_interface.
+_direct_checked: tuple[bool, str] | None = None
+_numba: dict = {}                 # numba's constructors, looked up by _check_direct
+_streams: dict = {}               # CUstream handle -> numba external stream (bounded)
+_MAX_STREAMS = 64
+
+
+def _numba_stream(handle: int | None) -> Any:
+    """The numba stream object for a handle, wrapped once per handle (numba's 0: none bound)."""
+    if handle is None or handle == 0:    # 0, the legacy default stream, is numba's "none"
+        return 0
+    found = _streams.get(handle)
+    if found is None:
+        if len(_streams) >= _MAX_STREAMS:
+            _streams.clear()
+        found = _streams[handle] = _numba["external_stream"](handle)
+    return found
+
+
+def _direct(view: Any, stream: Any) -> Any:
+    # Bound to the consumer stream when one is given, else to the producer's where the view
+    # already knows it (as the interface's stream field would say), so that numba's own calls
+    # on the array stay ordered; a producer that must first order itself (jax) is not asked:
+    # without a stream, to() promises no synchronisation.
+    handle = interop_core.resolve_consumer_stream(stream) if stream is not None else None
+    if handle is None:
+        handle = view._recorded_producer_stream
+    shape, strides, itemsize = view.shape, view.strides_in_bytes, view.itemsize
+    size = _numba["memory_size"](shape, strides, itemsize)
+    memory = _numba["MemoryPointer"](_numba["context"](), _numba["devptr"](view.ptr), size=size,
+                                     owner=view)
+    return _numba["DeviceNDArray"](shape, strides, view.dtype, stream=_numba_stream(handle),
+                                   gpu_data=memory)
+
+
+def _describe(array: Any) -> tuple:
+    interface = dict(array.__cuda_array_interface__)
+    interface.pop("stream", None)
+    return (type(array), interface, array.alloc_size, type(array.gpu_data),
+            array.gpu_data.size, repr(array.gpu_data.context),
+            int(array.stream) if array.stream else 0)
+
+
+def _check_direct(cuda: Any) -> None:
+    """Compare the direct constructor with from_cuda_array_interface once per process."""
+    global _direct_checked
+    try:
+        import numpy as np
+        from numba.cuda.cudadrv import devicearray, driver
+
+        devptr = (driver.binding.CUdeviceptr if hasattr(getattr(driver, "binding", None),
+                                                        "CUdeviceptr")
+                  else driver.get_devptr_for_active_ctx)
+        _numba.update(DeviceNDArray=devicearray.DeviceNDArray,
+                      MemoryPointer=driver.MemoryPointer,
+                      memory_size=driver.memory_size_from_info, devptr=devptr,
+                      context=cuda.current_context, external_stream=cuda.external_stream)
+        producer = cuda.stream()
+        base = cuda.to_device(np.arange(24, dtype=np.float32).reshape(4, 6), stream=producer)
+        producer.synchronize()
+        for sample in (base, base[1:, ::2], base[2, 3:4], base[1:1]):
+            v = interop_core.view(sample)
+            for consumer in (None, cuda.stream()):
+                mine = _direct(v, consumer)
+                interface = dict(v.__cuda_array_interface__)
+                bound_to = int(consumer) if consumer is not None else v._recorded_producer_stream
+                interface["stream"] = bound_to or None
+                theirs = cuda.from_cuda_array_interface(interface, owner=v, sync=False)
+                if _describe(mine) != _describe(theirs):
+                    _direct_checked = (False, f"direct {_describe(mine)} != "
+                                              f"from_cuda_array_interface {_describe(theirs)}")
+                    return
+                if not np.array_equal(mine.copy_to_host(), theirs.copy_to_host()):
+                    _direct_checked = (False, "the direct constructor reads other values")
+                    return
+    except Exception as exc:
+        _direct_checked = (False, f"the check raised {type(exc).__name__}: {exc}")
+        return
+    _direct_checked = (True, "direct DeviceNDArray matches numba.cuda.from_cuda_array_interface")
+
+
+def direct_export_status() -> tuple[bool, str] | None:
+    """Whether ``to(x, "numba")`` builds arrays directly, and why (``None``: not checked yet)."""
+    return _direct_checked
 
 
 @interop_core.hookimpl

@@ -18,7 +18,8 @@ Exporting
 ---------
 ``interop_core.to(x, "numpy")`` (or ``to(x, numpy.ndarray)``) returns an ndarray over the same
 memory whose base keeps the view (and so the original owner) alive, read-only when the view is.
-Device memory raises ``BufferError``: it cannot become a numpy array without a copy.
+Device memory raises ``BufferError``: it cannot become a numpy array without a copy, which
+``to(x, "numpy", device="cpu")`` makes (the array API's ``from_dlpack(x, device=)`` rule).
 
 Loading this module imports neither numpy nor any other framework.
 """
@@ -55,8 +56,8 @@ def export_numpy(view, stream=None):
     if not view.is_host_accessible:
         raise BufferError(
             "device memory cannot become a numpy array without a copy (the view is on DLPack "
-            f"device {(view.device_type, view.device_id)}); copy it to the host with the "
-            "producing framework first")
+            f"device {(view.device_type, view.device_id)}); ask for a copy with "
+            "interop_core.to(x, 'numpy', device='cpu')")
     triple = view.dlpack_dtype
     through_buffer = _EXPORTABLE_THROUGH_BUFFER.get(triple)
     if through_buffer is None:
