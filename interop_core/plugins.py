@@ -181,7 +181,7 @@ class PluginRegistrar:
 
     def add_type(self, type_: type | str, reader: str | Callable | Any, *, subclasses: bool = False,
                  producer_stream: Callable[[Any], int | None] | None = None,
-                 fallback: str | Callable | Any | None = None,
+                 fallback: str | Callable | Any | tuple | None = None,
                  prepare: Callable[[], Any] | None = None,
                  canaries: Callable[[], Any] | None = None,
                  readonly: bool = False) -> None:
@@ -205,9 +205,11 @@ class PluginRegistrar:
             ``callable(obj) -> int or None``: the producer's current CUDA stream, for ordering.
             It may also order the producer's pending work onto a stream of its own and return
             that (jax), or finish asynchronous host work and return ``None``.
-        fallback : str, callable or PyCapsule, optional
+        fallback : str, callable, PyCapsule, or a tuple of them, optional
             A reader of the same kinds as ``reader`` for the objects ``reader`` declines, and
-            for all objects when ``reader`` fails its validation.
+            for all objects when ``reader`` fails its validation.  A tuple is a chain: its
+            first reader is the fallback, and each next one reads what the one before it
+            declines.
         prepare : callable, optional
             ``prepare() -> None, dict or str``, run once before ``reader`` is first used: the
             plugin's own checks of the layouts ``reader`` relies on.  A str says why ``reader``

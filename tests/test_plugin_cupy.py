@@ -1,8 +1,9 @@
-"""The cupy plugin: compiled reader (validated once, with a fallback), streams, exporter.
+"""The cupy plugin: compiled readers on the public ABI (validated once), streams, exporter.
 
 On a CPU machine cupy imports but cannot allocate; cupy arrays over host memory wrapped in
-``cupy.cuda.UnownedMemory`` still carry real cupy metadata, so the reader's attribute path,
-the fallback and the exporter are exercised here.  ``gpu`` tests use real device arrays.
+``cupy.cuda.UnownedMemory`` still carry real cupy metadata, so both readers, their validation
+(which needs no device), the fallback chain and the exporter are exercised here.  ``gpu``
+tests use real device arrays.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import validation_result
 
 import interop_core
-from interop_core import _cupy_reader
 from interop_core.testing import Expected, PluginConformance
 
 DLPACK = {"bool": (6, 8, 1), "int8": (0, 8, 1), "int16": (0, 16, 1), "int32": (0, 32, 1),
@@ -32,6 +33,7 @@ LAYOUTS = {
     "zero_size": lambda a: a[2:2],
     "zero_d": lambda a: a[2, 3],
 }
+CUPY = "cupy:ndarray"
 
 
 def test_loading_the_plugin_imports_no_cupy():
@@ -49,17 +51,13 @@ def test_loading_the_plugin_imports_no_cupy():
     assert path.startswith(str(Path(__file__).resolve().parents[1]))
 
 
-def test_plugin_declares_exact_type_stream_types_and_exporter():
+def test_plugin_declares_exact_type_stream_types_and_exporter_and_no_core_reader():
     interop_core.plugins.discover()
     info = {i.name: i for i in interop_core.plugin_status()}["cupy"]
     assert "cupy:ndarray" in info.claims
     assert info.exporters == ("cupy",)
-    assert "cupy" in interop_core.registry._registry.core_reader_names()
-
-
-def test_set_mode_rejects_unknown_modes():
-    with pytest.raises(ValueError, match="mode must be one of"):
-        _cupy_reader.set_mode("fast")
+    # Its readers are its own, on the public ABI: the core knows nothing of cupy.
+    assert "cupy" not in interop_core.registry._registry.core_reader_names()
 
 
 # --- CPU: cupy metadata over host memory --------------------------------------------------------
@@ -74,44 +72,44 @@ def host_cupy(array: np.ndarray, device_id: int = 0):
                         array.strides)
 
 
-# Host buffers behind the canaries below, kept for the whole session.
-_CANARY_BUFFERS = [np.zeros((4, 6), np.float32), np.arange(10.0),
-                   np.zeros((2, 3, 4, 5), np.int16), np.zeros((), np.complex64)]
+def readers():
+    """The plugin's compiled reader module (imported by the plugin's registration)."""
+    import interop_cupy._reader
+
+    return interop_cupy._reader
 
 
-def field_canaries():
-    """Arrays whose pointers, shapes, strides, dtypes and device ids all differ."""
-    first, second, third, fourth = (host_cupy(b) for b in _CANARY_BUFFERS)
-    return [first, host_cupy(_CANARY_BUFFERS[1], device_id=3)[2:],
-            host_cupy(_CANARY_BUFFERS[2], device_id=1).transpose(3, 1, 0, 2),
-            host_cupy(_CANARY_BUFFERS[3], device_id=2), second, third, fourth]
-
-
-@pytest.fixture(params=["attributes", "fields"])
-def fast_mode(request):
-    """Each of the reader's two paths over cupy's own metadata."""
-    previous = _cupy_reader.mode()
+@pytest.fixture(params=["fields", "attributes"])
+def reader_mode(request, force_validation):
+    """Each of the two readers over cupy's own metadata, installed as view() finds it."""
     if request.param == "fields":
-        assert _cupy_reader.locate_fields(field_canaries()) is None
-    _cupy_reader.set_mode(request.param)
-    yield request.param
-    _cupy_reader.set_mode(previous)
+        result = validation_result(CUPY)
+        assert result.validated, result.reason
+        expected = readers().fields_reader_capsule()
+    else:
+        force_validation(CUPY, False, "simulated by the test")
+        expected = readers().attributes_reader_capsule()
+    assert interop_core.plugins.reader_for(cupy.ndarray).reader is expected
+    return request.param
 
 
-@pytest.fixture
-def attributes_mode():
-    previous = _cupy_reader.mode()
-    _cupy_reader.set_mode("attributes")
-    yield
-    _cupy_reader.set_mode(previous)
+def view_by_the_installed_reader_alone(a):
+    """view(a), checked to come from the installed reader itself (a decline would raise)."""
+    v = interop_core.view(a)
+    alone = interop_core.registry._registry.new_entry(
+        interop_core.plugins.reader_for(type(a)).reader, plugin="cupy")
+    w = interop_core.registry._registry.read_with(alone, a)
+    assert (w.ptr, w.shape, w.strides, w.dlpack_dtype, w.device_type, w.device_id) == (
+        v.ptr, v.shape, v.strides, v.dlpack_dtype, v.device_type, v.device_id)
+    return v
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", list(DLPACK))
-def test_fast_reader_reports_cupys_own_metadata(fast_mode, dtype, layout):
+def test_fast_reader_reports_cupys_own_metadata(reader_mode, dtype, layout):
     base = host_cupy(np.zeros((4, 6), dtype=dtype), device_id=5)
     a = LAYOUTS[layout](base)
-    v = interop_core.view(a)
+    v = view_by_the_installed_reader_alone(a)
     assert v.owner is a
     assert v.shape == a.shape
     assert v.strides_in_bytes == a.strides or a.size == 0
@@ -122,45 +120,104 @@ def test_fast_reader_reports_cupys_own_metadata(fast_mode, dtype, layout):
         assert v.ptr == a.data.ptr
 
 
-def test_fields_path_reads_arrays_of_many_dimensions(fast_mode):
+def test_fast_reader_reads_arrays_of_many_dimensions(reader_mode):
     buffer = np.zeros((2,) * 9, np.float32)
     a = host_cupy(buffer)[..., ::2].transpose()
-    v = interop_core.view(a)
+    v = view_by_the_installed_reader_alone(a)
     assert (v.shape, v.strides_in_bytes) == (a.shape, a.strides)
 
 
+def test_cupy_ndarray_is_read_by_the_plugins_compiled_readers_through_the_public_abi():
+    entry = interop_core.plugins.reader_for(cupy.ndarray)
+    assert (entry.plugin, entry.kind) == ("cupy", 3)    # a capsule, as a third party registers
+    assert entry.reader is readers().fields_reader_capsule()
+    assert entry.fallback.reader is readers().attributes_reader_capsule()
+    assert entry.fallback.fallback.reader == "cuda_array_interface"
+
+
+def test_validation_locates_cupys_fields_without_touching_a_device():
+    result = validation_result(CUPY)
+    assert result.validated, result.reason
+    assert result.canaries >= 11
+    assert "_shape@" in result.details["fields"]
+    assert result.details["stream_reader"].split()[0] == readers()._stream_reader()
+
+
 class LooksLikeCupy:
-    """Not a cupy.ndarray, but with the attributes the cupy reader reads."""
+    """Not a cupy.ndarray, but with the attributes the cupy readers read."""
 
     def __init__(self, a):
         self.data, self.shape, self.strides, self.dtype = a.data, a.shape, a.strides, a.dtype
 
 
-def test_the_fields_path_reads_only_the_type_it_located_fields_for(fast_mode, registered):
-    registered(lambda r: r.add_type(LooksLikeCupy, "cupy"), "imitation")
+def test_the_fields_reader_reads_only_the_type_it_located_fields_for(registered):
+    assert validation_result(CUPY).validated
+    fields, attributes = readers().fields_reader_capsule(), readers().attributes_reader_capsule()
     a = host_cupy(np.arange(12.0).reshape(3, 4), device_id=2)[:, 1:]
+    registered(lambda r: r.add_type(LooksLikeCupy, fields), "imitation-fields-only")
+    with pytest.raises(BufferError, match="declined this object"):
+        interop_core.view(LooksLikeCupy(a))
+    registered(lambda r: r.add_type(LooksLikeCupy, fields, fallback=attributes), "imitation")
     v = interop_core.view(LooksLikeCupy(a))
     assert (v.ptr, v.shape, v.strides_in_bytes, v.device_id) == (
         a.data.ptr, a.shape, a.strides, 2)
 
 
+class CupyInterfaceOnly:
+    """Exports cupy's interface but has none of the attributes the cupy readers read."""
+
+    def __init__(self, a):
+        self.__cuda_array_interface__ = {
+            "shape": a.shape, "strides": a.strides, "typestr": a.dtype.str,
+            "data": (a.data.ptr, False), "version": 3, "stream": None}
+
+
+def test_what_the_attributes_reader_declines_goes_to_cupys_interface(registered):
+    a = host_cupy(np.arange(12.0).reshape(3, 4))[:, ::2]
+    registered(lambda r: r.add_type(CupyInterfaceOnly, readers().attributes_reader_capsule()),
+               "interface-only-no-fallback")
+    with pytest.raises(BufferError, match="declined this object"):
+        interop_core.view(CupyInterfaceOnly(a))
+    registered(lambda r: r.add_type(CupyInterfaceOnly, readers().attributes_reader_capsule(),
+                                    fallback="cuda_array_interface"), "interface-only")
+    v = interop_core.view(CupyInterfaceOnly(a))
+    assert (v.ptr, v.shape, v.strides_in_bytes) == (a.data.ptr, a.shape, a.strides)
+
+
 @pytest.mark.parametrize(("arrays", "problem"), [
     (lambda: [], "too few canary arrays"),
-    (lambda: [host_cupy(b) for b in _CANARY_BUFFERS], "two device ids"),
+    (lambda: [host_cupy(np.zeros(n)) for n in (2, 3, 4)], "two device ids"),
 ])
-def test_fields_that_cannot_be_located_are_not_used(arrays, problem):
-    previous = _cupy_reader.mode()
+def test_fields_that_cannot_be_located_install_the_attributes_reader_and_say_why(
+        force_validation, monkeypatch, arrays, problem):
+    module = readers()
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "canaries", arrays)
+        force_validation(CUPY, None)        # validate again, on these canaries
+        result = validation_result(CUPY)
+        assert not result.validated and problem in result.reason
+        assert interop_core.plugins.reader_for(cupy.ndarray).reader is (
+            module.attributes_reader_capsule())
+        a = host_cupy(np.arange(6.0).reshape(2, 3), device_id=1)[:, ::2]
+        v = interop_core.view(a)
+        assert (v.ptr, v.shape, v.strides_in_bytes, v.device_id) == (
+            a.data.ptr, a.shape, a.strides, 1)
+    force_validation(CUPY, None)            # and again on the plugin's own: fields located
+    assert validation_result(CUPY).validated
+
+
+def test_fields_forgotten_after_a_failed_location_are_never_read(force_validation):
+    assert validation_result(CUPY).validated
     try:
-        assert problem in _cupy_reader.locate_fields(arrays())
-        with pytest.raises(ValueError, match="located first"):
-            _cupy_reader.set_mode("fields")
+        assert "two device ids" in readers()._locate_fields(
+            [host_cupy(np.zeros(n)) for n in (2, 3, 4)])
+        # The installed fields reader now declines every array: its fallback reads them.
+        a = host_cupy(np.arange(6.0), device_id=4)[1:]
+        v = interop_core.view(a)
+        assert (v.ptr, v.shape, v.device_id) == (a.data.ptr, a.shape, 4)
     finally:
-        _cupy_reader.set_mode(previous if previous != "fields" else "unchecked")
-
-
-def test_cupy_type_is_read_by_the_cupy_plugins_reader():
-    entry = interop_core.plugins.reader_for(cupy.ndarray)
-    assert (entry.plugin, entry.reader) == ("cupy", "cupy")
+        force_validation(CUPY, None)
+    assert validation_result(CUPY).validated
 
 
 def test_subclasses_of_cupy_ndarray_do_not_take_the_fast_path():
@@ -171,19 +228,12 @@ def test_subclasses_of_cupy_ndarray_do_not_take_the_fast_path():
     assert entry is None or entry.plugin != "cupy"
 
 
-def test_validation_without_a_device_falls_back_to_the_interface():
+def test_without_a_device_cupys_current_stream_is_asked_of_its_python_api():
     if interop_core.cuda._cuda.device_count():
-        pytest.skip("a device exists: validation succeeds here")
-    previous = _cupy_reader.mode()
-    try:
-        assert _cupy_reader.validate() == "cuda_array_interface"
-        assert "validation raised" in _cupy_reader.failure()
-        a = host_cupy(np.zeros(3, np.float32))
-        # The fallback really is cupy's interface, which needs a driver here.
-        with pytest.raises(BufferError, match="__cuda_array_interface__"):
-            interop_core.view(a)
-    finally:
-        _cupy_reader.set_mode(previous)
+        pytest.skip("a device exists: cupy's C function is checked and used")
+    result = validation_result(CUPY)
+    assert result.details["stream_reader"].startswith("python (the check raised")
+    assert readers()._stream_reader() == "python"
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -200,7 +250,7 @@ def test_exporting_host_memory_to_cupy_is_a_clear_buffer_error():
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_exporter_round_trips_zero_copy(attributes_mode, layout):
+def test_exporter_round_trips_zero_copy(layout):
     keep = np.arange(24, dtype=np.float32).reshape(4, 6)
     a = LAYOUTS[layout](host_cupy(keep))
     v = interop_core.view(a)
@@ -219,7 +269,7 @@ def test_exporter_round_trips_zero_copy(attributes_mode, layout):
     assert held() is None
 
 
-def test_to_cupy_by_type_uses_the_cupy_exporter(attributes_mode):
+def test_to_cupy_by_type_uses_the_cupy_exporter():
     a = host_cupy(np.arange(6, dtype=np.int32))
     assert type(interop_core.to(a, cupy.ndarray)) is cupy.ndarray
 
@@ -227,24 +277,21 @@ def test_to_cupy_by_type_uses_the_cupy_exporter(attributes_mode):
 # --- GPU ----------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-def test_gpu_validation_chooses_a_fast_path():
-    a = cupy.arange(4)
-    interop_core.view(a)
-    assert _cupy_reader.mode() in ("fields", "attributes", "dlpack_c_exchange_api"), (
-        _cupy_reader.failure())
-
-
-@pytest.mark.gpu
-def test_gpu_validation_locates_cupys_fields():
-    assert _cupy_reader.validate() == "fields", _cupy_reader.failure()
+def test_gpu_validation_locates_cupys_fields_on_device_arrays_too():
+    interop_core.view(cupy.arange(4))
+    result = validation_result(CUPY)
+    assert result.validated, result.reason
+    assert result.canaries >= 21        # the metadata-only canaries and the device arrays
+    assert interop_core.plugins.reader_for(cupy.ndarray).reader is (
+        readers().fields_reader_capsule())
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", list(DLPACK))
-def test_gpu_view_matches_cupys_interface(dtype, layout):
+def test_gpu_view_matches_cupys_interface(reader_mode, dtype, layout):
     a = LAYOUTS[layout](cupy.zeros((4, 6), dtype=dtype))
-    v = interop_core.view(a)
+    v = view_by_the_installed_reader_alone(a)
     reference = interop_core.StridedMemoryView.from_cuda_array_interface(a)
     assert (v.shape, v.dlpack_dtype) == (reference.shape, reference.dlpack_dtype)
     assert (v.device_type, v.device_id) == (2, a.device.id)
@@ -265,8 +312,17 @@ def test_gpu_producer_stream_is_cupys_current_stream():
 
 @pytest.mark.gpu
 def test_gpu_cupys_current_stream_is_read_in_c():
-    _cupy_reader.validate()
-    assert _cupy_reader.stream_reader() == "c_api"
+    assert validation_result(CUPY).details["stream_reader"] == "c_api"
+    assert readers()._stream_reader() == "c_api"
+
+
+@pytest.mark.gpu
+def test_gpu_the_attributes_reader_reports_cupys_current_stream_too(force_validation):
+    validation_result(CUPY)                     # checks cupy's stream function
+    force_validation(CUPY, False, "simulated by the test")
+    a = cupy.arange(8)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        assert interop_core.view(a).producer_stream == s.ptr
 
 
 @pytest.mark.gpu

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import pathlib
+import re
 import warnings
 import weakref
 
@@ -10,10 +12,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import interop_torch  # noqa: E402
+from conftest import validation_result  # noqa: E402
+from interop_torch import _reader  # noqa: E402
+
 import interop_core  # noqa: E402
-from interop_core import _torch_reader  # noqa: E402
 from interop_core.plugins import ReadOnlyHandoffWarning, reader_for  # noqa: E402
+from interop_core.registry import _registry  # noqa: E402
 from interop_core.testing import Expected, PluginConformance  # noqa: E402
+
+TENSOR_TYPES = ("torch:Tensor", "torch.nn.parameter:Parameter")
 
 DLPACK = {
     torch.bool: (6, 8, 1), torch.int8: (0, 8, 1), torch.int16: (0, 16, 1),
@@ -47,38 +55,49 @@ def _got(v):
     return (v.ptr, v.shape, v.strides, v.dlpack_dtype, (v.device_type, v.device_id))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_validation():
-    # Tests that change the validation outcome must not leak it into other tests.
-    yield
-    _torch_reader.set_validation_result(None)
-
-
 @pytest.fixture(params=["keyset", "python_checks"])
 def detection(request):
     """Both ways of spotting unusable tensors: the DispatchKeySet load and the Python API."""
-    _torch_reader.set_validation_result(True, keyset=request.param == "keyset")
-    status = _torch_reader.validation_status()
-    assert status["path"] == "aoti", status
-    return request.param
+    result = validation_result("torch:Tensor")
+    assert result.validated, result.reason
+    assert _reader._set_keyset_detection(request.param == "keyset") == (
+        request.param == "keyset")
+    yield request.param
+    _reader._set_keyset_detection(True)
+
+
+@pytest.fixture
+def fallback(force_validation):
+    """The AOTI reader's validation failed (forced): every tensor takes the fallback."""
+    for path in TENSOR_TYPES:
+        force_validation(path, False, "simulated canary mismatch")
 
 
 # --- registration ------------------------------------------------------------------------------
 
 def test_plugin_package_is_this_worktrees():
-    import interop_torch
-
     assert interop_torch.__file__.startswith(
-        str(__import__("pathlib").Path(interop_core.__file__).parent.parent))
+        str(pathlib.Path(interop_core.__file__).parent.parent))
 
 
 @pytest.mark.parametrize("t", [torch.Tensor, torch.nn.Parameter])
-def test_exact_types_use_the_plugins_torch_reader(t):
+def test_exact_types_use_the_plugins_compiled_reader_through_the_public_abi(t):
     obj = torch.ones(2) if t is torch.Tensor else torch.nn.Parameter(torch.ones(2))
     interop_core.view(obj)
     entry = reader_for(type(obj))
-    assert (entry.plugin, entry.reader) == ("torch", "torch")
+    assert entry.plugin == "torch"
+    assert entry.kind == 3                      # a capsule, as a third party registers
+    assert entry.fallback.reader is _reader.read_checked
     assert not entry.subclasses
+
+
+def test_the_compiled_reader_cimports_nothing_of_the_core_but_the_public_abi():
+    folder = pathlib.Path(_reader.__file__).parent
+    for name in ("_reader.pyx", "_reader.pxd"):
+        source = (folder / name).read_text()
+        cimported = set(re.findall(r"^\s*(?:from\s+(\S+)\s+)?cimport\s+(\S+)", source, re.M))
+        core = {m or n for m, n in cimported if (m or n).startswith(("interop_core", "."))}
+        assert core == {"interop_core.abi"}, (name, core)
 
 
 def test_parameter_is_registered_under_its_real_module():
@@ -86,12 +105,19 @@ def test_parameter_is_registered_under_its_real_module():
         "torch.nn.parameter", "Parameter")
 
 
-def test_validation_passes_on_this_torch():
-    interop_core.view(torch.ones(1))
-    status = _torch_reader.validation_status()
-    assert status["path"] == "aoti", status["reason"]
-    assert status["handle"] in ("direct", "maybe_owned")
-    assert status["keyset_offset"] is not None
+@pytest.mark.parametrize("path", TENSOR_TYPES)
+def test_validation_passes_on_this_torch(path):
+    result = validation_result(path)
+    assert result.validated, result.reason
+    assert result.canaries >= 21
+    assert result.details["handle"] in ("direct", "maybe_owned")
+    assert result.details["keyset_offset"] is not None
+    assert result.details["cuda"] is torch.cuda.is_available()
+
+
+def _read_without_fallback(t):
+    entry = _registry.new_entry(_reader.reader_capsule(), plugin="test")
+    return _registry.read_with(entry, t)
 
 
 # --- metadata ----------------------------------------------------------------------------------
@@ -182,8 +208,20 @@ def test_unusable_tensors_raise_a_clear_error(detection, case):
 
 
 @pytest.mark.parametrize("case", list(_unusable()))
-def test_unusable_tensors_raise_on_the_fallback_too(case):
-    _torch_reader.set_validation_result(False, "test")
+def test_the_compiled_reader_declines_unusable_tensors_to_the_fallback(detection, case):
+    t, _ = _unusable()[case]
+    with pytest.raises(BufferError, match="declined this object"):
+        _read_without_fallback(t)
+
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_the_compiled_reader_reads_ordinary_tensors_itself(detection, layout):
+    t = _layouts()[layout]()
+    assert _got(_read_without_fallback(t)) == _expected(t)
+
+
+@pytest.mark.parametrize("case", list(_unusable()))
+def test_unusable_tensors_raise_on_the_fallback_too(fallback, case):
     t, words = _unusable()[case]
     with pytest.raises(BufferError, match=words):
         interop_core.view(t)
@@ -210,10 +248,10 @@ def test_resolved_tensors_are_fine():
 # --- fallback ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", list(_layouts()))
-def test_fallback_when_validation_fails_gives_the_same_metadata(layout):
-    _torch_reader.set_validation_result(False, "simulated canary mismatch")
-    status = _torch_reader.validation_status()
-    assert (status["path"], status["reason"]) == ("dlpack", "simulated canary mismatch")
+def test_fallback_when_validation_fails_gives_the_same_metadata(fallback, layout):
+    result = validation_result("torch:Tensor")
+    assert (result.validated, result.reason) == (False, "simulated canary mismatch")
+    assert reader_for(torch.Tensor).reader is _reader.read_checked
     t = _layouts()[layout]()
     v = interop_core.view(t)
     assert _got(v) == _expected(t)
@@ -221,16 +259,22 @@ def test_fallback_when_validation_fails_gives_the_same_metadata(layout):
     assert v.owner is t
 
 
-def test_fallback_reads_requires_grad_tensors():
-    _torch_reader.set_validation_result(False, "test")
+def test_fallback_reads_requires_grad_tensors(fallback):
     p = torch.nn.Parameter(torch.ones(2, 2))
+    g = torch.ones(3, requires_grad=True)
+    assert reader_for(torch.nn.Parameter).reader is _reader.read_checked
     assert _got(interop_core.view(p)) == _expected(p)
+    assert _got(interop_core.view(g)) == _expected(g)
 
 
-def test_revalidation_restores_the_aoti_path():
-    _torch_reader.set_validation_result(False, "test")
-    _torch_reader.set_validation_result(True)
-    assert _torch_reader.validation_status()["path"] == "aoti"
+def test_lifting_a_failed_validation_restores_the_aoti_reader(force_validation):
+    from interop_core.registry import _validation
+
+    force_validation("torch:Tensor", False, "test")
+    assert reader_for(torch.Tensor).reader is _reader.read_checked
+    _validation._force("torch:Tensor", None)
+    assert validation_result("torch:Tensor").validated
+    assert reader_for(torch.Tensor).kind == 3
 
 
 # --- subclasses --------------------------------------------------------------------------------
@@ -287,6 +331,11 @@ def test_exported_tensor_keeps_the_view_alive():
     assert ref() is None
 
 
+def test_exporter_refuses_what_is_not_a_view():
+    with pytest.raises(TypeError, match="StridedMemoryView.*Tensor"):
+        _reader.to_torch(torch.ones(2))
+
+
 def test_exporting_readonly_memory_warns_once_and_shares_it():
     src = bytes(range(8))
     with pytest.warns(ReadOnlyHandoffWarning) as record:
@@ -298,9 +347,13 @@ def test_exporting_readonly_memory_warns_once_and_shares_it():
 
 # --- streams -----------------------------------------------------------------------------------
 
-def test_stream_types_are_declared():
-    import interop_torch
+def test_the_aoti_stream_read_is_used_only_where_prepare_checked_it():
+    details = validation_result("torch:Tensor").details
+    assert details["current_stream"] == ("aoti" if _reader.aoti_producer_stream(0) is not None
+                                         else "python" if torch.cuda.is_available() else None)
 
+
+def test_stream_types_are_declared():
     assert interop_torch.stream_handle(type("S", (), {"cuda_stream": 1234})()) == 1234
     assert interop_torch.producer_stream(torch.ones(1)) is None
 
@@ -310,8 +363,11 @@ def test_cuda_tensor_views_through_aoti():
     t = torch.arange(24.0, device="cuda").reshape(4, 6)[1:, ::2]
     v = interop_core.view(t)
     assert _got(v) == _expected(t)
-    assert _torch_reader.validation_status()["cuda"] is True
-    assert _torch_reader.validation_status()["current_stream"] == "aoti"
+    assert _got(_read_without_fallback(t)) == _expected(t)     # not declined
+    details = validation_result("torch:Tensor").details
+    assert details["cuda"] is True
+    assert details["current_stream"] == "aoti"
+    assert v.producer_stream == torch.cuda.current_stream().cuda_stream
 
 
 @pytest.mark.gpu
@@ -323,8 +379,6 @@ def test_cuda_layouts(layout):
 
 @pytest.mark.gpu
 def test_cuda_producer_stream_is_torchs_current_stream_on_a_non_default_stream():
-    import interop_torch
-
     t = torch.ones(4, device="cuda")
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
@@ -348,8 +402,7 @@ def test_cuda_exporter_round_trip():
 
 
 @pytest.mark.gpu
-def test_cuda_fallback_gives_the_same_metadata():
-    _torch_reader.set_validation_result(False, "test")
+def test_cuda_fallback_gives_the_same_metadata(fallback):
     t = torch.arange(12.0, device="cuda").reshape(3, 4).T
     assert _got(interop_core.view(t)) == _expected(t)
 

@@ -316,6 +316,32 @@ def test_a_v2_reader_reports_byte_strides_and_the_core_divides_them(registered):
     np.testing.assert_array_equal(np.asarray(v), obj.array)
 
 
+def test_a_c_readers_dtype_is_taken_afresh_on_every_view(registered):
+    @READER_V1
+    def reader(obj, stream, out):
+        _fill_from_array(out, obj.array)
+        out.contents.dtype_code, out.contents.dtype_bits = obj.triple[:2]
+        return 0
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "c-dtypes")
+    cases = [(np.zeros(4, np.float32), (2, 32, 1)), (np.zeros(4, np.int16), (0, 16, 1)),
+             (np.zeros(4, np.float32), (2, 32, 1)), (np.zeros(4, np.complex128), (5, 128, 1))]
+    for a, triple in cases + cases[::-1]:
+        obj = Tensorish(a)
+        obj.triple = triple
+        v = view(obj)
+        assert (v.dlpack_dtype, v.itemsize) == (triple, a.itemsize)
+    # An unknown type code is refused every time, and leaves the next view unaffected.
+    for _ in range(2):
+        bad = Tensorish(np.zeros(4, np.float32))
+        bad.triple = (99, 32, 1)
+        with pytest.raises(BufferError, match="unknown DLPack type code 99"):
+            view(bad)
+    obj = Tensorish(np.zeros(4, np.int16))
+    obj.triple = (0, 16, 1)
+    assert view(obj).dlpack_dtype == (0, 16, 1)
+
+
 def test_byte_strides_that_are_not_a_multiple_of_the_itemsize_are_a_buffer_error(registered):
     raw = np.zeros(64, np.uint8)
     odd = np.lib.stride_tricks.as_strided(raw.view(np.float32), (3,), (6,))
@@ -362,6 +388,49 @@ def test_a_python_reader_declines_with_not_implemented(registered):
     registered(lambda r: r.add_type(Tensorish, lambda obj, stream: NotImplemented,
                                     fallback=read_tensorish), "py-decline")
     assert view(Tensorish(np.arange(3.0))).shape == (3,)
+
+
+def _declining(name, seen):
+    def reader(obj, stream):
+        seen.append(name)
+        return NotImplemented
+
+    return reader
+
+
+def test_a_fallback_chain_reads_what_each_reader_before_it_declines(registered):
+    seen = []
+    registered(lambda r: r.add_type(Tensorish, _declining("fast", seen),
+                                    fallback=(_declining("middle", seen), read_tensorish)),
+               "chain")
+    assert view(Tensorish(np.arange(3.0))).shape == (3,)
+    assert seen == ["fast", "middle"]
+    last = plugins.reader_for(Tensorish).fallback.fallback
+    assert (last.reader, last.plugin, last.fallback) == (read_tensorish, "chain", None)
+
+
+def test_a_failed_validation_installs_the_head_of_the_fallback_chain(registered):
+    seen = []
+    middle = _declining("middle", seen)
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, fallback=(middle, read_tensorish),
+                                    prepare=lambda: "the struct moved"), "chain-fails")
+    entry = plugins.reader_for(Tensorish)
+    assert (entry.reader, entry.fallback.reader) == (middle, read_tensorish)
+    assert view(Tensorish(np.zeros(2))).shape == (2,) and seen == ["middle"]
+
+
+def test_a_fallback_installed_by_a_failed_validation_keeps_a_declared_read_only_type(registered):
+    registered(lambda r: r.add_type(Tensorish, read_tensorish, fallback=(read_tensorish,),
+                                    prepare=lambda: "the struct moved", readonly=True),
+               "readonly-fails")
+    assert plugins.reader_for(Tensorish).readonly
+    assert view(Tensorish(np.zeros(2))).readonly
+
+
+def test_an_empty_fallback_chain_is_rejected():
+    with pytest.raises(RuntimeError, match="empty tuple"):
+        interop_core.register_plugin(make_plugin(
+            lambda r: r.add_type(Tensorish, read_tensorish, fallback=())), "empty-chain")
 
 
 # --- validate once, else fall back (the one mechanism for readers of undocumented layouts) ------

@@ -614,26 +614,37 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     from .. import to, view
     from ..registry import _registry
 
-    mod = _reader_module("_torch_reader")
-    if mod is None:
+    try:
+        from interop_torch import _reader as mod  # the torch plugin's compiled reader
+    except ImportError:
         return []
     group = f"readers: view(torch {dev})"
     ours = "interop_core view() (plugin: AOTI reader)"
+    tensor_types = ("torch:Tensor", "torch.nn.parameter:Parameter")
 
     def checks_on():
-        mod.set_validation_result(True, keyset=False)
+        mod._set_keyset_detection(False)
 
-    def restore():
-        mod.set_validation_result(True)
+    def checks_off():
+        mod._set_keyset_detection(True)
+
+    pins = [_forced_fallback(path) for path in tensor_types]
 
     def fallback_on():
-        mod.set_validation_result(False, "benchmark: forced fallback")
+        for enter, _ in pins:
+            enter()
 
-    cases = [Case("readers", group, ours, bound(view, t), ours=True),
+    def fallback_off():
+        for _, leave in pins:
+            leave()
+
+    view(t)  # the type resolves and its reader is validated; the outcome is then known
+    cases = [Case("readers", group, ours, bound(view, t), ours=True,
+                  note=_validation_note(tensor_types[0])),
              Case("readers", group, "interop_core view() (AOTI, Python-API checks)", ours=True,
-                  runner=_stateful(bound(view, t), checks_on, restore)),
+                  runner=_stateful(bound(view, t), checks_on, checks_off)),
              Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
-                  runner=_stateful(bound(view, t), fallback_on, restore))]
+                  runner=_stateful(bound(view, t), fallback_on, fallback_off))]
     for entry_name, label in (("dlpack_c_exchange_api", "DLPack C exchange API reader"),
                               ("dunder_dlpack", "__dlpack__ reader")):
         try:
@@ -651,7 +662,7 @@ def _torch_reader_cases(dev: str, t: object) -> list[Case]:
     group = f"readers: to(view, 'torch') {dev}"
     cases += [Case("readers", group, "interop_core to(view, 'torch')", bound(to, v, "torch"),
                    ours=True),
-              Case("readers", group, "interop_core _torch_reader.to_torch(view)",
+              Case("readers", group, "interop_torch _reader.to_torch(view)",
                    bound(mod.to_torch, v), ours=True),
               Case("readers", group, "torch.from_dlpack(view)", bound(torch.from_dlpack, v))]
     return cases
@@ -680,24 +691,16 @@ def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
                  bound(StridedMemoryView.from_any, obj), ours=True)]
 
 
-def _mode_note(mod) -> str:
-    try:
-        failure = mod.failure()
-        return f"reader mode: {mod.mode()}" + (f" ({failure})" if failure else "")
-    except Exception:
-        return ""
-
-
 def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     from .. import StridedMemoryView, to, view
 
-    mod = _reader_module("_cupy_reader")
-    if mod is None:
-        return []
-    view(a)  # the plugin validates its reader on first use; the mode is then known
+    view(a)  # the plugin's reader is validated on first use; the result is then known
     group = f"readers: view(cupy {dev})"
+    attributes_on, restore = _forced_fallback("cupy:ndarray")
     cases = [Case("readers", group, "interop_core view() (plugin reader)", bound(view, a),
-                  ours=True, note=_mode_note(mod)),
+                  ours=True, note=_validation_note("cupy:ndarray")),
+             Case("readers", group, "interop_core view() (plugin fallback: attributes reader)",
+                  ours=True, runner=_stateful(bound(view, a), attributes_on, restore)),
              Case("readers", group, "interop_core from_cuda_array_interface (core, generic)",
                   bound(StridedMemoryView.from_cuda_array_interface, a), ours=True),
              Case("readers", group, "interop_core StridedMemoryView.from_dlpack (core, generic)",

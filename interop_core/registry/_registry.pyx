@@ -176,8 +176,10 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``callable(obj) -> int or None``: the producer's current CUDA stream.
     type_path : str, optional
         The type as declared (``"module:QualName"``).
-    fallback : str, callable, PyCapsule or ReaderEntry, optional
-        Reads what ``reader`` declines, and replaces it when its validation fails.
+    fallback : str, callable, PyCapsule, ReaderEntry, or a tuple of them, optional
+        Reads what ``reader`` declines, and replaces it when its validation fails.  A tuple
+        is a chain: its first reader is the fallback, and each next one reads what the one
+        before it declines.
     prepare : callable, optional
         ``prepare() -> None, str or dict``: the plugin's own check, run once before first use
         (a str is the reason it failed; a dict, details of a success).
@@ -245,10 +247,18 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.readonly = bool(readonly)
     e.prepare = prepare
     e.canaries = canaries
+    if isinstance(fallback, tuple):
+        if not fallback:
+            raise ValueError("fallback= is an empty tuple; give at least one reader")
+        # A chain: the first reads what `reader` declines, the rest what it declines in turn.
+        fallback = new_entry(fallback[0], plugin, subclasses, producer_stream, type_path,
+                             fallback=fallback[1:] or None, readonly=readonly)
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
-            # The fallback reads the same type for the same plugin: it inherits its strategy.
-            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path)
+            # The fallback reads the same type for the same plugin: it inherits its strategy
+            # (and, installed when validation fails, must still mark its views read-only).
+            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path,
+                                 readonly=readonly)
         e.fallback = fallback
     return e
 
@@ -485,10 +495,37 @@ def _declared_readonly(t):
 _set_readonly_type_lookup(_declared_readonly)
 
 
+# The last dtype a C reader reported and its itemsize (read and written with the GIL held, both
+# together): readers report the same few dtypes over and over, and a repeat skips
+# record_set_dtype's table checks.  _last_itemsize 0: nothing cached yet.
+cdef DLDataType _last_dtype
+cdef int64_t _last_itemsize = 0
+
+
+cdef inline int _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
+                                  uint16_t lanes) except -1:
+    # Taken field by field, each at the width a reader stores it: one 4-byte load of the three
+    # fields right after a reader's three narrow stores cannot be forwarded from them and stalls
+    # (a few ns per view on x86).
+    global _last_dtype, _last_itemsize
+    cdef DLDataType dt
+    if (_last_itemsize != 0 and code == _last_dtype.code and bits == _last_dtype.bits
+            and lanes == _last_dtype.lanes):
+        rec.dtype = _last_dtype
+        rec.itemsize = _last_itemsize
+        return 0
+    dt.code = code
+    dt.bits = bits
+    dt.lanes = lanes
+    record_set_dtype(rec, dt, True)
+    _last_dtype = dt
+    _last_itemsize = rec.itemsize
+    return 0
+
+
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef interop_core_tensor_info info
     cdef StridedMemoryView v
-    cdef DLDataType dt
     cdef int i
     cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
@@ -511,10 +548,7 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    dt.code = info.dtype_code
-    dt.bits = info.dtype_bits
-    dt.lanes = info.dtype_lanes
-    record_set_dtype(&v.rec, dt, True)
+    _set_dtype_cached(&v.rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
     extents_resize(&v.rec.ext, info.ndim)
     for i in range(info.ndim - 1, -1, -1):
         if info.shape[i] < 0:

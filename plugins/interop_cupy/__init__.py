@@ -1,22 +1,35 @@
-"""interop-core plugin for cupy.
+"""interop-core plugin for cupy: compiled readers for ``cupy.ndarray``, streams and an exporter.
 
-Registers exact ``cupy.ndarray`` with the core's compiled reader ``"cupy"``
-(:mod:`interop_core._cupy_reader`), cupy's stream classes, and the ``"cupy"`` exporter.
+Reading
+-------
+Exact ``cupy.ndarray`` objects are read by this package's compiled readers (``_reader.pyx``),
+registered through the public C ABI (``interop_core.h``, version 2) exactly as a third party's
+would be, as a chain of fallbacks:
+
+1. the *fields reader* reads what the array's public attributes (``.data.ptr``, ``.shape``,
+   ``.strides``, ``.dtype``, ``.data.device_id``) say straight from cupy's Cython structs, at
+   byte offsets located once per process on canary arrays whose values all differ.  The core
+   validates it once (``prepare`` locates the fields; the core then reads every canary with it
+   and with the attributes reader and compares); it only ever reads exactly the type the fields
+   were located on, and declines anything unexpected to the next reader;
+2. the *attributes reader* reads those attributes themselves from C.  It serves the rest of the
+   process when the fields cannot be located or read differently
+   (``python -m interop_core doctor`` says which, and why);
+3. cupy's own ``__cuda_array_interface__`` (the core's reader) reads objects the attributes
+   reader declines.
+
+The producer stream is cupy's current stream on the array's device (handle ``0``: the legacy
+default stream), read in C as every view is made through cupy's exported ``get_stream_ptr``
+once it agreed with cupy's Python API (``doctor`` shows ``stream_reader: c_api``); otherwise
+cupy's Python API is asked when ordering needs it.  Stream objects are remembered through a
+weak reference (``keep_last="weak"``): passing the same one again skips its ``.ptr`` lookup.
+
+Exporting
+---------
+``interop_core.to(x, "cupy")`` returns a ``cupy.ndarray`` over the same device memory.
+
 Loading this plugin never imports cupy: types are named as strings and resolved once cupy has
 been imported by the user.
-
-The reader reads what the array's public attributes (``.data.ptr``, ``.shape``, ``.strides``,
-``.dtype``, ``.data.device_id``) say straight from cupy's Cython structs, at byte offsets it
-locates once per process on canary arrays whose values all differ (mode ``"fields"``); that
-path, and the slower one through the attributes themselves (mode ``"attributes"``), are checked
-once against cupy's ``__cuda_array_interface__`` on canary arrays, and if neither validates the
-interface itself is used.  Should a cupy version publish ``__dlpack_c_exchange_api__``, that
-path is validated and timed too, and the faster one wins (``_cupy_reader.mode()`` says which is
-in use).  The producer stream is cupy's current stream on the array's device (handle ``0``: the
-legacy default stream), read in C as every view is made (cupy's exported
-``get_stream_ptr``; else cupy's Python API, asked when ordering needs it).  Stream objects are
-remembered through a weak reference (``keep_last="weak"``): passing the same one again skips
-its ``.ptr`` lookup.
 """
 
 from __future__ import annotations
@@ -47,9 +60,9 @@ EXPORT_PATH = "memory"
 
 def producer_stream(obj: Any) -> int:
     """cupy's current stream on ``obj``'s device, as a ``CUstream`` handle (0: legacy default)."""
-    from interop_core import _cupy_reader
+    from . import _reader
 
-    return _cupy_reader.producer_stream(obj)
+    return _reader.producer_stream(obj)
 
 
 # A cupy stream's handle: a C getter, so resolving a stream argument runs no Python frame here.
@@ -120,11 +133,15 @@ def export_cupy(view: Any, stream: Any = None) -> Any:
 
 @interop_core.hookimpl
 def interop_core_register(registry: Any) -> None:
-    """Declare cupy's array type, stream types and exporter (imports no cupy)."""
-    from interop_core import _cupy_reader  # noqa: F401  (registers the core reader "cupy")
+    """Declare cupy's array type (the fields reader, validated once, and its fallbacks), stream
+    types and exporter (imports no cupy)."""
+    from . import _reader  # compiled; imports no cupy
 
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader="cupy", producer_stream=producer_stream)
+        registry.add_type(path, reader=_reader.fields_reader_capsule(),
+                          fallback=(_reader.attributes_reader_capsule(), "cuda_array_interface"),
+                          prepare=_reader.prepare, canaries=_reader.canaries,
+                          producer_stream=_reader.producer_stream)
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=_stream_handle, keep_last="weak")
     registry.add_exporter("cupy", export_cupy, types=ARRAY_TYPES, preserves_readonly=False)

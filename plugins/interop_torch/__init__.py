@@ -1,20 +1,43 @@
-"""interop-core plugin for torch.
+"""interop-core plugin for torch: a compiled AOTI reader for ``torch.Tensor``, streams, an exporter.
 
-Registers, without importing torch:
+Reading
+-------
+Exact ``torch.Tensor`` and ``torch.nn.Parameter`` objects (not subclasses such as FakeTensor)
+are read by this package's compiled reader (``_reader.pyx``), registered through the public C
+ABI (``interop_core.h``, version 2) exactly as a third party's would be.  It reads the tensor
+through the PyTorch AOTI stable C ABI (``aoti_torch_get_*``, looked up in torch's loaded
+libraries: no build-time dependency on torch).  The core validates it once per process
+(``prepare`` finds where the at::Tensor sits in the Python object and the DispatchKeySet bits of
+unusable tensors, and checks the reader against torch's Python API; the core then compares
+every canary read with the fallback's); if anything differs, the fallback serves the rest of the
+process.  The fallback, ``_reader.read_checked``, also reads every tensor the compiled reader
+declines: it refuses with a ``BufferError`` naming why tensors whose memory does not mean what
+their metadata says (conjugate or negative bit, nested, sparse and other non-strided layouts,
+quantized, meta, efficient zero tensors), and reads the rest through torch's DLPack (its C
+exchange API, else ``__dlpack__``).
 
-- ``torch.Tensor`` and ``torch.nn.Parameter`` (exact types; subclasses such as FakeTensor are
-  not) with the core's compiled reader ``"torch"`` (the PyTorch AOTI stable C ABI, validated
-  once per process, falling back to torch's DLPack C exchange API, then ``__dlpack__``);
-- the producer stream of a tensor: torch's current CUDA stream on the tensor's device
-  (``None`` for CPU tensors);
-- torch's CUDA stream objects (``torch.cuda.Stream``, ``torch.cuda.ExternalStream``) as
-  consumer streams, through their ``.cuda_stream`` handle;
-- the exporter ``"torch"``: ``interop_core.to(x, "torch")`` returns a ``torch.Tensor`` over the
-  same memory through torch's DLPack C exchange API.  torch tensors cannot be read-only: a
-  read-only source gives a writable tensor (``to()`` warns with ``ReadOnlyHandoffWarning``);
-- ``torch.distributed.tensor.DTensor`` as a sharded type: ``interop_core.shards(dtensor)``
-  views this rank's shard and locates it in the global tensor, ``view(dtensor)`` refuses, and
-  ``to(shards, "torch")`` gives per-device tensors or a ``DTensor`` (``_sharded.py``).
+Streams
+-------
+The producer stream of a CUDA tensor is torch's current CUDA stream on the tensor's device,
+read through AOTI as the view is made (checked against ``torch.cuda.current_stream()`` once),
+else through torch's Python API when ordering needs it; ``None`` for CPU tensors.  torch's CUDA
+stream objects (``torch.cuda.Stream``, ``torch.cuda.ExternalStream``) are accepted as consumer
+streams through their ``.cuda_stream`` handle.
+
+Exporting
+---------
+``interop_core.to(x, "torch")`` returns a ``torch.Tensor`` over the same memory, made through
+the DLPack C exchange API of both sides (``_reader.to_torch``).  torch tensors cannot be
+read-only: a read-only source gives a writable tensor (``to()`` warns with
+``ReadOnlyHandoffWarning``).
+
+Sharded tensors
+---------------
+``torch.distributed.tensor.DTensor`` is a sharded type: ``interop_core.shards(dtensor)`` views
+this rank's shard and locates it in the global tensor, ``view(dtensor)`` refuses, and
+``to(shards, "torch")`` gives per-device tensors or a ``DTensor`` (``_sharded.py``).
+
+Loading this module imports no framework.
 """
 
 from __future__ import annotations
@@ -23,6 +46,8 @@ import operator
 import sys
 
 import interop_core
+
+from . import _reader  # compiled; imports no framework
 
 __all__ = ["interop_core_register", "producer_stream", "stream_handle",
            "refuse_fake_tensor"]
@@ -44,10 +69,7 @@ def producer_stream(tensor):
     """
     if not tensor.is_cuda:
         return None
-    from interop_core import _torch_reader
-
-    index = tensor.device.index
-    handle = _torch_reader.aoti_producer_stream(index)
+    handle = _reader.aoti_producer_stream(tensor.device.index)
     if handle is not None:
         return handle
     return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
@@ -73,19 +95,20 @@ def refuse_fake_tensor(tensor, stream=None):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare torch's tensor types, stream types, the ``"torch"`` exporter, and ``DTensor``
-    as a sharded type with its assembler."""
-    from interop_core import _torch_reader  # registers the "torch" core reader on import
-
+    """Declare torch's tensor types (the AOTI reader, validated once), streams, exporter, and
+    ``DTensor`` as a sharded type with its assembler."""
+    reader = _reader.reader_capsule()
     for path in _TENSOR_TYPES:
-        registry.add_type(path, reader="torch", producer_stream=producer_stream)
+        registry.add_type(path, reader=reader, fallback=_reader.read_checked,
+                          prepare=_reader.prepare, canaries=_reader.canaries,
+                          producer_stream=producer_stream)
     registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
     for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
         # torch's stream objects name pooled streams they do not own: keeping one holds nothing.
         registry.add_stream_type(path, handle=stream_handle, keep_last=True)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
-    registry.add_exporter("torch", _torch_reader.to_torch, types=("torch:Tensor",),
+    registry.add_exporter("torch", _reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False)
     from ._sharded import DTENSOR_TYPES, assemble_torch, dtensor_shards, refuse_dtensor
 

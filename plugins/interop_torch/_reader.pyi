@@ -1,0 +1,28 @@
+"""Stub for the compiled torch reader (registered through interop_core.h, ABI v2)."""
+
+from typing import Any
+
+from interop_core import StridedMemoryView
+
+__all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
+           "to_torch"]
+
+def reader_capsule() -> Any:
+    """The AOTI reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
+
+def read_checked(obj: Any, stream: int | None) -> StridedMemoryView:
+    """The fallback: torch's Python API checks, then torch's own DLPack export."""
+
+def canaries() -> list[Any]:
+    """Tensors the reader must read exactly as the fallback does (CPU, and CUDA if available)."""
+
+def prepare() -> dict[str, Any] | str:
+    """Find and check torch's AOTI functions and object layouts; details, or why not."""
+
+def aoti_producer_stream(device_index: int) -> int | None:
+    """torch's current CUDA stream on ``device_index`` through AOTI, or None if unavailable."""
+
+def to_torch(view: StridedMemoryView, stream: object = None) -> Any:
+    """A ``torch.Tensor`` over the memory of ``view``, through the DLPack C exchange API."""
+
+def _set_keyset_detection(enabled: bool) -> bool: ...

@@ -1,0 +1,828 @@
+# The torch reader: exact torch.Tensor / torch.nn.Parameter -> interop_core_tensor_info through
+# the PyTorch AOTI stable C ABI (torch/csrc/inductor/aoti_torch/c/shim.h), registered through
+# interop-core's public C ABI (interop_core.h, version 2) exactly as a third party's would be.
+#
+# Nothing here is a build-time dependency on torch: the aoti_torch_* functions are looked up
+# with dlopen(RTLD_NOLOAD) / dlsym in the torch libraries the process has already loaded, by
+# prepare() (importing this module imports no framework).
+#
+# Two undocumented details of torch are relied on; prepare() finds both and checks them against
+# torch's Python API before the reader is used, then the core reads every canary with this
+# reader and with the fallback and compares (registry prepare= / canaries=):
+# - where the at::Tensor (whose address is an AtenTensorHandle) sits in the Python tensor
+#   object: right after PyObject_HEAD, either directly (torch >= 2.12-ish) or inside a
+#   c10::MaybeOwned<at::Tensor> (a bool, then a union of a borrowed pointer and an owned
+#   tensor; older torch).  Told apart by comparing with Tensor._cdata, the TensorImpl address.
+# - where the TensorImpl keeps its DispatchKeySet, and which of its bits mean "conjugate",
+#   "negative", "nested", "zero tensor": found by diffing canary tensors that differ in exactly
+#   one of those properties.  One 64-bit load then tells, per call, that a tensor's memory does
+#   not mean what its metadata says; without it (not found) the reader asks the Python API
+#   (is_neg() always, is_conj() for complex dtypes) at some tens of ns per call.
+# Anything unexpected (a missing symbol, a canary read differently) installs the fallback,
+# `read_checked`, for the rest of the process.
+#
+# Per object, the reader declines (returns INTEROP_CORE_READ_DECLINED; the core then calls the
+# fallback) whatever its one pass cannot describe: conjugate / negative / nested / zero tensors,
+# layouts other than strided, devices other than CPU and CUDA, dtypes outside its table, tensors
+# without memory.  The fallback names why such a tensor cannot be viewed (BufferError), or reads
+# it through torch's DLPack (other devices, dtypes we do not map).
+#
+# Memory: the reader leaves `keepalive` NULL, so a view keeps the tensor object itself alive,
+# which keeps its storage alive.
+
+from cpython.object cimport PyObject
+from cpython.exc cimport PyErr_Occurred
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memset
+
+from interop_core.abi cimport (
+    INTEROP_CORE_READ_DECLINED,
+    INTEROP_CORE_READ_OK,
+    INTEROP_CORE_READER_V2_CAPSULE,
+    interop_core_tensor_info,
+)
+
+from interop_core import StridedMemoryView
+
+__all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
+           "to_torch"]
+
+
+cdef extern from "<dlfcn.h>" nogil:
+    void* dlopen(const char* filename, int flags)
+    void* dlsym(void* handle, const char* symbol)
+    int RTLD_LAZY
+    int RTLD_NOLOAD
+
+
+cdef enum:
+    KDL_CPU = 1
+    KDL_CUDA = 2
+    KDL_COMPLEX = 5
+    MAX_NDIM = 64            # what interop-core views hold; deeper tensors go to the fallback
+
+
+# The shim's signatures (AOTITorchError is int32_t, 0 = success; AtenTensorHandle is an
+# at::Tensor*; int32_t codes for dtype / device / layout come from the constant getters).
+ctypedef int32_t (*get_ptr_fn)(void* h, void** out) noexcept nogil
+ctypedef int32_t (*get_i64_fn)(void* h, int64_t* out) noexcept nogil
+ctypedef int32_t (*get_arr_fn)(void* h, int64_t** out) noexcept nogil
+ctypedef int32_t (*get_i32_fn)(void* h, int32_t* out) noexcept nogil
+ctypedef int32_t (*const_fn)() noexcept nogil
+ctypedef int32_t (*cuda_stream_fn)(int32_t device_index, void** out) noexcept nogil
+
+# All set by prepare(), before _ready.
+cdef get_ptr_fn _get_data_ptr = NULL
+cdef get_i64_fn _get_dim = NULL
+cdef get_arr_fn _get_sizes = NULL
+cdef get_arr_fn _get_strides = NULL
+cdef get_i32_fn _get_dtype = NULL
+cdef get_i32_fn _get_device_type = NULL
+cdef get_i32_fn _get_device_index = NULL
+cdef get_i32_fn _get_layout = NULL
+# torch's current CUDA stream (only in libtorch_cuda): set only once prepare() saw it agree with
+# torch.cuda.current_stream(); NULL otherwise (the plugin's Python strategy is used instead).
+cdef cuda_stream_fn _get_cuda_stream = NULL
+
+cdef int32_t _dev_cpu = -1
+cdef int32_t _dev_cuda = -1
+cdef int32_t _layout_strided = -1
+
+# torch ScalarType code -> DLPack triple; bits 0 marks a code we do not map (declined).
+cdef enum:
+    N_CODES = 64
+
+ctypedef struct Triple:
+    uint8_t code
+    uint8_t bits
+    uint16_t lanes
+
+cdef Triple _dl_of[N_CODES]
+
+# Where the at::Tensor sits in the Python object.
+cdef enum:
+    HANDLE_UNKNOWN = 0
+    HANDLE_DIRECT = 1        # at::Tensor right after PyObject_HEAD
+    HANDLE_MAYBE_OWNED = 2   # c10::MaybeOwned<at::Tensor>: bool is_borrowed, then the union
+cdef int _handle_mode = HANDLE_UNKNOWN
+cdef Py_ssize_t _head = sizeof(PyObject)
+cdef Py_ssize_t _union_at = (sizeof(PyObject) + 1 + sizeof(void*) - 1) // sizeof(void*) * sizeof(void*)
+
+# The DispatchKeySet word in TensorImpl and the bits that send a tensor to the fallback; -1 when
+# not in use (the Python API is asked instead).  _found_* keep what prepare() found.
+cdef Py_ssize_t _keyset_at = -1
+cdef uint64_t _bad_keys = 0
+cdef Py_ssize_t _found_keyset_at = -1
+cdef uint64_t _found_bad_keys = 0
+
+cdef bint _ready = False     # prepare() set everything above: the reader may run
+cdef bint _cuda_ok = False   # CUDA tensors are read too (CUDA was available and checked)
+
+# torch.Tensor.is_neg / is_conj (owned here), for the per-call checks without the key set.
+cdef object _is_neg = None
+cdef object _is_conj = None
+cdef object _torch = None    # the torch module, once imported by prepare() or the fallback
+cdef dict _details = None    # what prepare() reported, once it succeeded in this process
+
+
+# --- the reader (the hot path) -----------------------------------------------------------------
+
+cdef inline void* _handle_of(PyObject* obj) noexcept:
+    cdef char* base = <char*> obj
+    if _handle_mode == HANDLE_DIRECT:
+        return base + _head
+    # MaybeOwned: borrowed -> the union holds a const at::Tensor*; owned -> the tensor itself.
+    if (<uint8_t*> (base + _head))[0]:
+        return (<void**> (base + _union_at))[0]
+    return base + _union_at
+
+
+cdef inline uint64_t _keyset_of(void* handle) noexcept:
+    # at::Tensor is an intrusive_ptr<TensorImpl>: one pointer to the TensorImpl.
+    cdef char* impl = <char*> (<void**> handle)[0]
+    return (<uint64_t*> (impl + _keyset_at))[0]
+
+
+cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* out) except -1:
+    cdef void* h
+    cdef int32_t layout, dtype, dev_type
+    cdef int32_t dev_index = 0
+    cdef int64_t ndim, numel
+    cdef int64_t* sizes
+    cdef int64_t* strides
+    cdef void* data
+    cdef void* cstream = NULL
+    cdef int i
+    if not _ready:
+        return INTEROP_CORE_READ_DECLINED
+    h = _handle_of(obj)
+    if _keyset_at >= 0:
+        if _keyset_of(h) & _bad_keys:
+            return INTEROP_CORE_READ_DECLINED
+    elif _is_neg(<object> obj):
+        return INTEROP_CORE_READ_DECLINED
+    if _get_layout(h, &layout) != 0 or layout != _layout_strided:
+        return INTEROP_CORE_READ_DECLINED
+    if _get_dtype(h, &dtype) != 0 or dtype < 0 or dtype >= N_CODES or _dl_of[dtype].bits == 0:
+        return INTEROP_CORE_READ_DECLINED
+    # Only complex tensors can carry the conjugate bit: ask only for them.  (Asked before torch's
+    # extents are taken below: nothing Python-level runs between that and the core's copy.)
+    if _keyset_at < 0 and _dl_of[dtype].code == KDL_COMPLEX and _is_conj(<object> obj):
+        return INTEROP_CORE_READ_DECLINED
+    if _get_device_type(h, &dev_type) != 0:
+        return INTEROP_CORE_READ_DECLINED
+    if dev_type == _dev_cpu:
+        out.device_type = KDL_CPU
+        out.device_id = 0
+    elif dev_type == _dev_cuda and _cuda_ok:
+        if _get_device_index(h, &dev_index) != 0:
+            return INTEROP_CORE_READ_DECLINED
+        out.device_type = KDL_CUDA
+        out.device_id = dev_index
+    else:
+        return INTEROP_CORE_READ_DECLINED
+    # Nested tensors fail here (they have no sizes).
+    if (_get_dim(h, &ndim) != 0 or ndim > MAX_NDIM or _get_sizes(h, &sizes) != 0
+            or _get_strides(h, &strides) != 0 or _get_data_ptr(h, &data) != 0):
+        return INTEROP_CORE_READ_DECLINED
+    if data == NULL:
+        # No memory behind a non-empty tensor (e.g. an efficient zero tensor).
+        numel = 1
+        for i in range(ndim):
+            numel *= sizes[i]
+        if numel != 0:
+            return INTEROP_CORE_READ_DECLINED
+    out.data = data
+    out.ndim = <int32_t> ndim
+    out.shape = sizes            # torch's own arrays, valid while the tensor lives: the core
+    out.strides = strides        # copies them during this call (strides in elements)
+    out.dtype_code = _dl_of[dtype].code
+    out.dtype_bits = _dl_of[dtype].bits
+    out.dtype_lanes = _dl_of[dtype].lanes
+    # The producer's stream is part of what the view says (its CUDA Array Interface export
+    # carries it, a later sync() orders after it), so it is read now, with or without a
+    # consumer stream: torch's current stream may have changed by the time the view is used.
+    if out.device_type == KDL_CUDA and _get_cuda_stream != NULL:
+        if _get_cuda_stream(dev_index, &cstream) == 0:
+            out.has_producer_stream = 1
+            out.producer_stream = <intptr_t> cstream
+    return INTEROP_CORE_READ_OK
+
+
+def reader_capsule():
+    """The AOTI reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2).
+
+    Returns
+    -------
+    PyCapsule
+        Named ``"interop_core.reader_v2"``.  It declines every tensor until :func:`prepare`
+        has succeeded.
+    """
+    return PyCapsule_New(<void*> read_tensor, INTEROP_CORE_READER_V2_CAPSULE, NULL)
+
+
+# --- the fallback (the checked path) -----------------------------------------------------------
+
+cdef object _torch_module():
+    global _torch
+    if _torch is None:
+        import torch
+        _torch = torch
+    return _torch
+
+
+cdef str _unusable_reason(object obj):
+    """Why the memory of `obj` does not mean what its metadata says, or None."""
+    torch = _torch_module()
+    if obj.is_nested:
+        return "is a nested tensor (its memory is not one strided array)"
+    if obj.layout is not torch.strided:
+        return (f"has layout {obj.layout} (only torch.strided tensors describe their memory "
+                "with shape and strides; call .to_dense() first)")
+    if obj.is_quantized:
+        return (f"is quantized ({obj.dtype}); its memory holds integers that mean scaled "
+                "values; call .dequantize() or .int_repr() first")
+    if obj.is_meta:
+        return "is on the meta device and has no memory"
+    if obj.is_conj():
+        return ("has its conjugate bit set (its memory holds the unconjugated values); call "
+                ".resolve_conj() first")
+    if obj.is_neg():
+        return ("has its negative bit set (its memory holds the negated values); call "
+                ".resolve_neg() first")
+    is_zero = getattr(torch, "_is_zerotensor", None)
+    if is_zero is not None and is_zero(obj):
+        return "is an efficient zero tensor with no memory behind it"
+    return None
+
+
+def read_checked(obj, stream):
+    """The fallback: torch's Python API checks, then torch's own DLPack export.
+
+    Reads what the AOTI reader declines, and every tensor when its validation failed.  torch
+    exports negative-bit and zero tensors through DLPack as if their memory held their values,
+    so those (and every other tensor whose memory does not mean what its metadata says) are
+    refused first.
+
+    Parameters
+    ----------
+    obj : torch.Tensor
+    stream : None or int
+        The consumer stream, resolved by interop-core; passed on to torch's DLPack export.
+
+    Returns
+    -------
+    interop_core.StridedMemoryView
+        Its keep-alive is torch's DLPack tensor, its owner the tensor (a detached alias of it
+        for tensors that require grad).
+
+    Raises
+    ------
+    BufferError
+        Naming why the tensor cannot be viewed: nested, not strided, quantized, on the meta
+        device, conjugate or negative bit set, an efficient zero tensor; or what torch's
+        DLPack export refused.
+    """
+    why = _unusable_reason(obj)
+    if why is not None:
+        raise BufferError(f"cannot view this torch.Tensor: it {why}")
+    # torch's __dlpack__ refuses tensors that require grad; the memory is the same without.
+    # (The view's owner is then the detached alias, which holds the same storage.)
+    if obj.requires_grad:
+        obj = obj.detach()
+    return StridedMemoryView.from_dlpack(obj, stream)
+
+
+# --- validation (run once by the core, see interop_core/registry/_validation.py) --------------
+
+# torch dtype name -> DLPack (code, bits, lanes), what DLPack producers (torch too) report.
+cdef dict _DL_BY_NAME = {
+    "bool": (6, 8, 1), "int8": (0, 8, 1), "int16": (0, 16, 1), "int32": (0, 32, 1),
+    "int64": (0, 64, 1), "uint8": (1, 8, 1), "uint16": (1, 16, 1), "uint32": (1, 32, 1),
+    "uint64": (1, 64, 1), "float16": (2, 16, 1), "bfloat16": (4, 16, 1),
+    "float32": (2, 32, 1), "float64": (2, 64, 1), "complex32": (5, 32, 1),
+    "complex64": (5, 64, 1), "complex128": (5, 128, 1), "float8_e5m2": (12, 8, 1),
+    "float8_e4m3fn": (10, 8, 1), "float8_e5m2fnuz": (13, 8, 1), "float8_e4m3fnuz": (11, 8, 1),
+    "float8_e8m0fnu": (14, 8, 1),
+}
+
+
+def _canary_devices(torch):
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devices.append(torch.device("cuda", torch.cuda.current_device()))
+    return devices
+
+
+def _plain_canaries(torch, device):
+    """Tensors the reader must read (name -> tensor): layouts, dtypes, grad, Parameter, 7-d."""
+    base = torch.arange(24, dtype=torch.float32, device=device).reshape(4, 6)
+    out = {
+        "contiguous": base,
+        "sliced": base[1:, ::2],
+        "transposed": base.T,
+        "storage offset": base.reshape(-1)[5:],
+        "0-d": base[2, 3],
+        "expanded": torch.arange(3, dtype=torch.float32, device=device).expand(4, 3),
+        "zero-size": torch.empty(0, 3, device=device),
+        "requires_grad": torch.ones(2, 3, device=device, requires_grad=True),
+        "parameter": torch.nn.Parameter(torch.ones(3, device=device)),
+        "7-d": torch.ones((1, 2, 1, 2, 1, 2, 1), device=device),
+    }
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16",
+                 "float64", "complex64", "complex128"):
+        out[name] = torch.ones(2, 3, dtype=getattr(torch, name), device=device)[:, 1:]
+    return out
+
+
+def _declined_canaries(torch, device):
+    """Tensors the reader must decline (name -> tensor), those this torch can make."""
+    import warnings
+
+    c = torch.ones(3, dtype=torch.complex64, device=device)
+    makers = {
+        "conjugate": lambda: c.conj(),
+        "negative": lambda: c.conj().imag,
+        "negative int": lambda: torch._neg_view(torch.ones(3, dtype=torch.int32, device=device)),
+        "nested": lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]).to(device),
+        "zero tensor": lambda: torch._efficientzerotensor(3, device=device),
+    }
+    if device.type == "cpu":
+        makers.update({
+            "sparse": lambda: torch.ones(3).to_sparse(),
+            "quantized": lambda: torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8),
+            "meta": lambda: torch.ones(3, device="meta"),
+        })
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, make in makers.items():
+            try:
+                out[name] = make()
+            except Exception:
+                continue      # this torch cannot make one: nothing of the kind to decline
+    return out
+
+
+def canaries():
+    """Tensors the core reads with both this reader and the fallback, which must agree.
+
+    Returns
+    -------
+    list of torch.Tensor
+        Layouts (sliced, transposed, storage offset, 0-d, expanded, empty, 7-d), dtypes,
+        ``requires_grad`` tensors and a ``Parameter``, on the CPU and, when
+        ``torch.cuda.is_available()``, on the current CUDA device.
+    """
+    torch = _torch_module()
+    out = []
+    for device in _canary_devices(torch):
+        out.extend(_plain_canaries(torch, device).values())
+    return out
+
+
+def prepare():
+    """Find torch's AOTI functions and the object layouts the reader relies on; check them.
+
+    Run once per process by the core before the reader is first used (again only to report,
+    for a second type the same reader is registered for).
+
+    Returns
+    -------
+    dict or str
+        On success the details: ``handle`` (``"direct"`` or ``"maybe_owned"``: where the
+        at::Tensor sits in the Python object), ``keyset_offset`` (offset of the DispatchKeySet
+        in TensorImpl used to decline conjugate / negative / nested / zero tensors with one
+        load; None: the Python API is asked instead), ``cuda`` (CUDA tensors are read too),
+        ``current_stream`` (``"aoti"``: views of CUDA tensors read torch's current stream
+        through AOTI as they are made; ``"python"``: the plugin's strategy asks torch's Python
+        API when ordering needs it; None without CUDA).  Otherwise why the reader must not be
+        used.
+    """
+    if _details is not None:
+        return dict(_details)
+    reason = _prepare(_torch_module())
+    return reason if reason is not None else dict(_details)
+
+
+cdef void* _open_loaded(str path):
+    cdef bytes b = path.encode()
+    return dlopen(b, RTLD_LAZY | RTLD_NOLOAD)
+
+
+cdef void* _sym(list handles, str name):
+    cdef bytes b = name.encode()
+    cdef void* p
+    cdef uintptr_t h
+    for h in handles:
+        p = dlsym(<void*> h, b)
+        if p != NULL:
+            return p
+    return NULL
+
+
+cdef list _torch_libraries(object torch):
+    """Handles of torch's already-loaded libraries, libtorch_cpu first."""
+    import os
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    handles = []
+    for name in ("libtorch_cpu.so", "libtorch.so", "libtorch_cuda.so"):
+        h = _open_loaded(os.path.join(lib, name))
+        if h != NULL:
+            handles.append(<uintptr_t> h)
+    return handles
+
+
+cdef object _prepare(object torch):
+    global _get_data_ptr, _get_dim, _get_sizes, _get_strides, _get_dtype, _get_device_type
+    global _get_device_index, _get_layout, _get_cuda_stream, _dev_cpu, _dev_cuda
+    global _layout_strided, _is_neg, _is_conj, _ready, _cuda_ok, _details
+    global _keyset_at, _bad_keys, _found_keyset_at, _found_bad_keys
+    _ready = False
+    _is_neg = torch.Tensor.is_neg
+    _is_conj = torch.Tensor.is_conj
+    handles = _torch_libraries(torch)
+    if not handles:
+        return "torch's libraries (torch/lib/libtorch_cpu.so) are not loaded in this process"
+    needed = {}
+    for name in ("aoti_torch_get_data_ptr", "aoti_torch_get_dim", "aoti_torch_get_sizes",
+                 "aoti_torch_get_strides", "aoti_torch_get_dtype", "aoti_torch_get_device_type",
+                 "aoti_torch_get_device_index", "aoti_torch_get_layout",
+                 "aoti_torch_device_type_cpu", "aoti_torch_device_type_cuda",
+                 "aoti_torch_layout_strided"):
+        p = <uintptr_t> _sym(handles, name)
+        if p == 0:
+            return f"torch does not export {name}"
+        needed[name] = p
+    _get_data_ptr = <get_ptr_fn> <uintptr_t> needed["aoti_torch_get_data_ptr"]
+    _get_dim = <get_i64_fn> <uintptr_t> needed["aoti_torch_get_dim"]
+    _get_sizes = <get_arr_fn> <uintptr_t> needed["aoti_torch_get_sizes"]
+    _get_strides = <get_arr_fn> <uintptr_t> needed["aoti_torch_get_strides"]
+    _get_dtype = <get_i32_fn> <uintptr_t> needed["aoti_torch_get_dtype"]
+    _get_device_type = <get_i32_fn> <uintptr_t> needed["aoti_torch_get_device_type"]
+    _get_device_index = <get_i32_fn> <uintptr_t> needed["aoti_torch_get_device_index"]
+    _get_layout = <get_i32_fn> <uintptr_t> needed["aoti_torch_get_layout"]
+    _dev_cpu = (<const_fn> <uintptr_t> needed["aoti_torch_device_type_cpu"])()
+    _dev_cuda = (<const_fn> <uintptr_t> needed["aoti_torch_device_type_cuda"])()
+    _layout_strided = (<const_fn> <uintptr_t> needed["aoti_torch_layout_strided"])()
+    cdef cuda_stream_fn stream_fn = <cuda_stream_fn> _sym(handles,
+                                                          "aoti_torch_get_current_cuda_stream")
+
+    cdef int i
+    cdef int32_t code
+    cdef const_fn getter
+    memset(_dl_of, 0, sizeof(_dl_of))
+    for name, (c, bits, lanes) in _DL_BY_NAME.items():
+        getter = <const_fn> _sym(handles, "aoti_torch_dtype_" + name)
+        if getter == NULL:
+            continue      # an older torch without this dtype: such tensors go to the fallback
+        code = getter()
+        if code < 0 or code >= N_CODES:
+            continue
+        _dl_of[code].code = c
+        _dl_of[code].bits = bits
+        _dl_of[code].lanes = lanes
+
+    reason = _find_handle_layout(torch)
+    if reason is not None:
+        return reason
+    found = _find_keyset(torch)
+    _found_keyset_at, _found_bad_keys = found if found is not None else (-1, 0)
+    _keyset_at, _bad_keys = _found_keyset_at, _found_bad_keys
+    devices = _canary_devices(torch)
+    _cuda_ok = len(devices) > 1
+    _ready = True          # the checks below run the reader itself
+    checked = False
+    try:
+        for device in devices:
+            reason = _check_reader(torch, device)
+            if reason is not None:
+                return reason
+        stream_checked = _cuda_ok and _current_stream_agrees(torch, devices[1], stream_fn)
+        checked = True
+    finally:
+        if not checked:
+            _ready = False
+            _cuda_ok = False
+    if stream_checked:
+        _get_cuda_stream = stream_fn
+    _details = {
+        "handle": {HANDLE_DIRECT: "direct", HANDLE_MAYBE_OWNED: "maybe_owned"}[_handle_mode],
+        "keyset_offset": _found_keyset_at if _found_keyset_at >= 0 else None,
+        "cuda": bool(_cuda_ok),
+        "current_stream": ("aoti" if stream_checked else "python") if _cuda_ok else None,
+    }
+    return None
+
+
+cdef object _find_handle_layout(object torch):
+    global _handle_mode
+    cdef char* base
+    samples = [torch.ones(3), torch.zeros(2, 2, dtype=torch.int64)[1:],
+               torch.nn.Parameter(torch.ones(2))]
+    if torch.Tensor.__basicsize__ < _union_at + sizeof(void*):
+        return f"torch.Tensor objects are {torch.Tensor.__basicsize__} bytes, too small"
+    mode = HANDLE_UNKNOWN
+    for t in samples:
+        base = <char*> <PyObject*> t
+        impl = <uintptr_t> t._cdata
+        if (<uintptr_t*> (base + _head))[0] == impl:
+            found = HANDLE_DIRECT
+        elif ((<uint8_t*> (base + _head))[0] == 0
+              and (<uintptr_t*> (base + _union_at))[0] == impl):
+            found = HANDLE_MAYBE_OWNED
+        elif ((<uint8_t*> (base + _head))[0] == 1
+              and (<uintptr_t*> (base + _union_at))[0] != 0
+              and (<uintptr_t**> (base + _union_at))[0][0] == impl):
+            found = HANDLE_MAYBE_OWNED
+        else:
+            return ("the at::Tensor of a Python tensor is neither right after PyObject_HEAD nor "
+                    "in a MaybeOwned there")
+        if mode != HANDLE_UNKNOWN and found != mode:
+            return "tensors disagree on where their at::Tensor sits"
+        mode = found
+    _handle_mode = mode
+    return None
+
+
+cdef uint64_t _word(object t, Py_ssize_t at):
+    return (<uint64_t*> (<char*> <uintptr_t> t._cdata + at))[0]
+
+
+cdef inline bint _one_bit(uint64_t x) noexcept:
+    return x != 0 and (x & (x - 1)) == 0
+
+
+cdef object _find_keyset(object torch):
+    """(offset of the DispatchKeySet word in TensorImpl, bits of unusable tensors), or None."""
+    plain = [torch.ones(3), torch.zeros(5, 2), torch.ones(4, dtype=torch.int64),
+             torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bfloat16),
+             torch.ones(2, dtype=torch.complex64), torch.ones(2, dtype=torch.complex128),
+             torch.ones(2, dtype=torch.float16), torch.ones(2, requires_grad=True)]
+    neg_pairs = [(plain[0], torch._neg_view(plain[0])), (plain[1], torch._neg_view(plain[1])),
+                 (plain[5].imag, plain[5].conj().imag)]
+    conj_pairs = [(plain[5], plain[5].conj()), (plain[6], plain[6].conj())]
+    found = []
+    cdef Py_ssize_t at
+    cdef uint64_t neg_bit, conj_bit, x
+    # The word sits well inside TensorImpl (offset 168 on torch 2.13); scan its first 256 bytes.
+    for at in range(8, 256, 8):
+        if _word(plain[0], at) != _word(plain[1], at):
+            continue
+        neg_bit = _word(neg_pairs[0][0], at) ^ _word(neg_pairs[0][1], at)
+        conj_bit = _word(conj_pairs[0][0], at) ^ _word(conj_pairs[0][1], at)
+        if not _one_bit(neg_bit) or not _one_bit(conj_bit) or neg_bit == conj_bit:
+            continue
+        ok = True
+        for a, b in neg_pairs:
+            x = _word(a, at) ^ _word(b, at)
+            ok = ok and x == neg_bit and (_word(b, at) & neg_bit) != 0
+        for a, b in conj_pairs:
+            x = _word(a, at) ^ _word(b, at)
+            ok = ok and x == conj_bit and (_word(b, at) & conj_bit) != 0
+        for t in plain:
+            ok = ok and (_word(t, at) & (neg_bit | conj_bit)) == 0
+        if ok:
+            found.append((at, neg_bit, conj_bit))
+    if len(found) != 1:
+        return None        # not found, or ambiguous: ask the Python API per call instead
+    at, neg_bit, conj_bit = found[0]
+    cdef uint64_t seen = 0
+    for t in plain:
+        seen |= _word(t, at)
+    cdef uint64_t bad = neg_bit | conj_bit
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        odd = [lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]),
+               lambda: torch._efficientzerotensor(3)]
+        for make in odd:
+            try:
+                t = make()
+            except Exception:
+                continue
+            bad |= _word(t, at) & ~seen
+    return (at, bad)
+
+
+cdef int _read_raw(object t, interop_core_tensor_info* info) except -1:
+    memset(info, 0, sizeof(interop_core_tensor_info))
+    return read_tensor(<PyObject*> t, NULL, info)
+
+
+cdef tuple _describe(interop_core_tensor_info* info):
+    return (<uintptr_t> info.data, tuple(info.shape[i] for i in range(info.ndim)),
+            tuple(info.strides[i] for i in range(info.ndim)),
+            (info.dtype_code, info.dtype_bits, info.dtype_lanes),
+            (info.device_type, info.device_id))
+
+
+cdef tuple _expected(object t):
+    dev = t.device
+    device = (KDL_CPU, 0) if dev.type == "cpu" else (KDL_CUDA, dev.index)
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()),
+            _DL_BY_NAME[str(t.dtype).replace("torch.", "")], device)
+
+
+cdef object _check_reader(object torch, object device):
+    """None when the reader reads every plain canary as torch's Python API describes it and
+    declines every tensor whose memory does not mean what its metadata says."""
+    cdef interop_core_tensor_info info
+    for name, t in _plain_canaries(torch, device).items():
+        if _read_raw(t, &info) != INTEROP_CORE_READ_OK:
+            return f"the AOTI reader declined the {name} canary on {device}"
+        got = _describe(&info)
+        want = _expected(t)
+        if got != want:
+            return f"the AOTI reader read the {name} canary on {device} as {got}, torch says {want}"
+    for name, t in _declined_canaries(torch, device).items():
+        if _read_raw(t, &info) != INTEROP_CORE_READ_DECLINED:
+            return f"the AOTI reader did not decline the {name} canary on {device}"
+    return None
+
+
+cdef bint _current_stream_agrees(object torch, object device, cuda_stream_fn stream_fn) except -1:
+    """Whether AOTI's current-stream read agrees with torch.cuda.current_stream().
+
+    Checked on the default stream and inside ``torch.cuda.stream(side)``; on disagreement the
+    plugin's producer strategy (torch's Python API) reports the stream instead.
+    """
+    if stream_fn == NULL:
+        return False
+    cdef void* got = NULL
+    cdef int32_t index = device.index if device.index is not None else torch.cuda.current_device()
+    side = torch.cuda.Stream(device)
+    for stream in (None, side):
+        with torch.cuda.stream(stream):
+            want = torch.cuda.current_stream(device).cuda_stream
+            if stream_fn(index, &got) != 0 or <intptr_t> got != <intptr_t> want:
+                return False
+    return True
+
+
+def _set_keyset_detection(bint enabled):
+    """Tests and benchmarks only: spot unusable tensors by the key set word or the Python API.
+
+    Returns
+    -------
+    bool
+        Whether the key set word is in use now (False when prepare() found none).
+    """
+    global _keyset_at, _bad_keys
+    if enabled:
+        _keyset_at, _bad_keys = _found_keyset_at, _found_bad_keys
+    else:
+        _keyset_at, _bad_keys = -1, 0
+    return _keyset_at >= 0
+
+
+# --- the producer's stream ---------------------------------------------------------------------
+
+def aoti_producer_stream(int device_index):
+    """torch's current CUDA stream on ``device_index`` through AOTI, or None if unavailable.
+
+    Returns
+    -------
+    int or None
+        The ``cudaStream_t`` handle, or None when torch's CUDA library does not export
+        ``aoti_torch_get_current_cuda_stream`` (CPU builds), when it disagreed with
+        ``torch.cuda.current_stream()`` in :func:`prepare`, or before :func:`prepare` ran.
+    """
+    cdef void* s = NULL
+    if _get_cuda_stream == NULL or _get_cuda_stream(device_index, &s) != 0:
+        return None
+    return <intptr_t> s
+
+
+# --- the exporter: a torch.Tensor over a view's memory, through the DLPack C exchange API ----
+#
+# Both ends are public protocols: the view's own table (StridedMemoryView's
+# __dlpack_c_exchange_api__) makes the DLManagedTensorVersioned that keeps the view alive, and
+# torch's table turns it into a tensor; no Python-level capsule.  Declared from the DLPack 1.3
+# specification (dlpack.h): only the members used here are typed.
+
+ctypedef struct DLPackVersion:
+    uint32_t major
+    uint32_t minor
+
+cdef struct ExchangeHeader:
+    DLPackVersion version
+    ExchangeHeader* prev_api          # borrowed: an older table of the same producer
+
+ctypedef int (*from_py_object_fn)(void* py_object, void** out) noexcept
+ctypedef int (*to_py_object_fn)(void* tensor, void** out_py_object) noexcept
+
+ctypedef struct ExchangeAPI:
+    ExchangeHeader header
+    void* managed_tensor_allocator
+    from_py_object_fn managed_tensor_from_py_object_no_sync
+    to_py_object_fn managed_tensor_to_py_object_no_sync
+    void* dltensor_from_py_object_no_sync
+    void* current_work_stream
+
+ctypedef struct ManagedTensorVersionedHead:
+    DLPackVersion version             # a DLManagedTensorVersioned begins with its version
+
+
+cdef extern from *:
+    """
+    static inline PyObject* ic_torch_steal(void* o) { return (PyObject*) o; }
+    """
+    object _steal "ic_torch_steal"(void* o)
+
+
+cdef enum:
+    EXPORT_UNCHOSEN = 0
+    EXPORT_EXCHANGE_API = 1
+    EXPORT_FROM_DLPACK = 2
+
+cdef int _export_path = EXPORT_UNCHOSEN
+cdef const ExchangeAPI* _view_table = NULL      # borrowed from a capsule in _tables
+cdef const ExchangeAPI* _torch_table = NULL     # borrowed from a capsule in _tables
+cdef uint32_t _torch_minor = 0
+cdef list _tables = []   # the two capsules (owned here), which keep the tables alive
+
+
+cdef const ExchangeAPI* _table_of(object t) except? NULL:
+    """The DLPack 1.x exchange API table `t` publishes, or NULL."""
+    capsule = getattr(t, "__dlpack_c_exchange_api__", None)
+    if capsule is None or not PyCapsule_IsValid(capsule, b"dlpack_exchange_api"):
+        return NULL
+    cdef ExchangeHeader* header = <ExchangeHeader*> PyCapsule_GetPointer(
+        capsule, b"dlpack_exchange_api")
+    # A producer may chain older tables behind a newer one; take the first of major version 1.
+    while header != NULL and header.version.major != 1:
+        header = header.prev_api
+    if header != NULL:
+        _tables.append(capsule)
+    return <const ExchangeAPI*> header
+
+
+cdef int _choose_export_path() except -1:
+    global _export_path, _view_table, _torch_table, _torch_minor
+    torch = _torch_module()
+    view_table = _table_of(StridedMemoryView)
+    torch_table = _table_of(torch.Tensor)
+    if (view_table != NULL and view_table.managed_tensor_from_py_object_no_sync != NULL
+            and torch_table != NULL and torch_table.managed_tensor_to_py_object_no_sync != NULL):
+        _view_table = view_table
+        _torch_table = torch_table
+        _torch_minor = torch_table.header.version.minor
+        _export_path = EXPORT_EXCHANGE_API
+    else:
+        _export_path = EXPORT_FROM_DLPACK
+    return 0
+
+
+cdef int _raise_pending(str what) except -1:
+    # An exchange API function returned -1: hand on the exception it set.
+    if PyErr_Occurred() == NULL:
+        raise BufferError(f"{what} failed without setting an exception")
+    return -1
+
+
+def to_torch(view, stream=None):
+    """A ``torch.Tensor`` over the memory of ``view`` (same pointer), keeping ``view`` alive.
+
+    Made through the DLPack C exchange API of both sides (the view's table makes the DLPack
+    tensor, torch's ``managed_tensor_to_py_object_no_sync`` the tensor; no Python-level
+    capsule); ``torch.from_dlpack(view)`` when torch does not publish the table.
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+    stream : None, int or stream object, optional
+        Accepted for the exporter protocol: ``to()`` has already ordered the view on it.
+
+    Returns
+    -------
+    torch.Tensor
+
+    Raises
+    ------
+    TypeError
+        If ``view`` is not a StridedMemoryView.
+    BufferError
+        If torch cannot hold the memory (a device or element type torch does not have).
+    """
+    cdef void* tensor = NULL
+    cdef void* out = NULL
+    if type(view) is not StridedMemoryView:
+        raise TypeError(f"to_torch() takes a StridedMemoryView, got {type(view).__name__}")
+    if _export_path != EXPORT_EXCHANGE_API:
+        if _export_path == EXPORT_UNCHOSEN:
+            _choose_export_path()
+        if _export_path == EXPORT_FROM_DLPACK:
+            return _torch.from_dlpack(view)
+    if _view_table.managed_tensor_from_py_object_no_sync(<void*> view, &tensor) != 0:
+        _raise_pending("the view's managed_tensor_from_py_object_no_sync")
+    # Offer torch no newer DLPack minor version than its table declares.
+    if (<ManagedTensorVersionedHead*> tensor).version.minor > _torch_minor:
+        (<ManagedTensorVersionedHead*> tensor).version.minor = _torch_minor
+    # torch owns the tensor once called (it may already have run the deleter on failure).
+    if _torch_table.managed_tensor_to_py_object_no_sync(tensor, &out) != 0:
+        _raise_pending("torch's managed_tensor_to_py_object_no_sync")
+    if out == NULL:
+        raise BufferError("torch's DLPack exchange API returned no tensor")
+    return _steal(out)
