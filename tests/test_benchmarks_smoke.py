@@ -64,7 +64,9 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch",
                         "copies", "import"}
     if __import__("importlib").util.find_spec("jax") is not None:
-        assert "shards" in sections
+        measured = {r["group"] for r in data["results"] if r["section"] == "shards" and r["ns"]}
+        assert {"shards(jax over 2 cpu devices)", "shards(jax over 8 cpu devices)",
+                "assemble(jax over 2 cpu devices)", "assemble(jax over 8 cpu devices)"} <= measured
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
 
 
@@ -279,8 +281,8 @@ def _per_shard_row(ours_rounds):
     results = [Measurement("shards", group, "interop_core shards(), per shard",
                            sorted(ours_rounds)[2], True, extra={"rounds": ours_rounds}),
                Measurement("shards", group,
-                           "interop_core view(), one single-device array of a shard's shape",
-                           100.0, True, extra={"rounds": [100.0] * 5})]
+                           "interop_core view(), one single-device array of a shard's shape "
+                           "per device, per view", 100.0, True, extra={"rounds": [100.0] * 5})]
     (row,) = [r for r in budget_rows(results)
               if r["line"] == "shards(jax array), per shard, 8 devices"]
     return row

@@ -816,7 +816,8 @@ def _section_readers(device: str, quick: bool) -> list[Case]:
 SHARD_ROWS = 32
 SHARD_PATHS = {
     "shards": ("interop_core shards(), per shard",
-               "interop_core view(), one single-device array of a shard's shape",
+               "interop_core view(), one single-device array of a shard's shape per device, per view",
+               "interop_core view(), one single-device array of a shard's shape, again and again",
                "view() of each addressable_shards[i].data, per shard",
                "jax __dlpack__ of each addressable shard (capsule only), per shard"),
     "assemble": ("interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)",
@@ -840,14 +841,19 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     n = len(devices)
     host = devices[0].platform == "cpu"
     shards_group, assemble_group = _shards_groups(label)
-    ours, single, by_hand, dlpack = SHARD_PATHS["shards"]
+    ours, per_device, single, by_hand, dlpack = SHARD_PATHS["shards"]
     sharding = NamedSharding(Mesh(devices, ("x",)), PartitionSpec("x"))
     whole = jax.numpy.arange(n * SHARD_ROWS * 32, dtype="float32").reshape(n * SHARD_ROWS, 32)
     x = jax.device_put(whole, sharding)
-    one = jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), devices[0])
+    # The same work without the sharded container: n single-device arrays, one on each device,
+    # viewed in turn.  (Viewing one array again and again is cheaper: the jax reader remembers
+    # the last sharding it met, which n arrays on n devices never repeat.)
+    ones = [jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), d) for d in devices]
     cases = [
         Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n),
-        Case("shards", shards_group, single, bound(view, one), ours=True),
+        Case("shards", shards_group, per_device, lambda: [view(a) for a in ones], ours=True,
+             calls=n),
+        Case("shards", shards_group, single, bound(view, ones[0]), ours=True),
         Case("shards", shards_group, by_hand,
              lambda: [view(s.data) for s in x.addressable_shards], ours=True, calls=n),
         Case("shards", shards_group, dlpack,
@@ -974,6 +980,9 @@ def _section_shards(device: str, quick: bool) -> list[Case]:
             gpus = []
         if len(gpus) >= 2:
             cases += shards_cases(gpus[:2], "2 cuda devices")
+    return cases
+
+
 # -- copies ---------------------------------------------------------------------------------------
 
 class _DeviceTimedGroup:

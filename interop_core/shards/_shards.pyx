@@ -12,6 +12,7 @@
 
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+cimport cython
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
@@ -98,6 +99,9 @@ cdef StridedMemoryView _view_ordered(object data, object stream):
     return <StridedMemoryView> view_of(data, stream)
 
 
+# A shards() call makes one Shard per shard and usually drops them soon: a freelist saves the
+# allocator round trip.
+@cython.freelist(64)
 cdef class Shard:
     """One addressable shard of a sharded array: its memory, its device, where it sits.
 
@@ -338,6 +342,7 @@ cdef Shards shards_from_pieces(tuple shape, object pieces, object stream,
     return result
 
 
+@cython.freelist(16)
 cdef class Shards:
     """The addressable shards of a sharded array, with its global shape and dtype.
 
