@@ -4,10 +4,12 @@ Importing this package imports no framework (torch, cupy, jax, numba), not numpy
 plugins are discovered the first time :func:`view` meets a type it does not know.
 """
 
+from .core._key import LaunchKey
 from .core._layout import StridedLayout
 from .core._view import Buffer, StridedMemoryView
 from .cuda._streams import resolve_consumer_stream
 from .handoff._handoff import to
+from .launch._launch import LaunchArgs, launch_args
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
@@ -16,12 +18,15 @@ from .shards import Shard, Shards, shards  # (binds the name `shards` to the fun
 
 __all__ = [
     "Buffer",
+    "LaunchArgs",
+    "LaunchKey",
     "Shard",
     "Shards",
     "StridedLayout",
     "StridedMemoryView",
     "get_include",
     "hookimpl",
+    "launch_args",
     "plugin_status",
     "register_plugin",
     "resolve_consumer_stream",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from cuda_probe import cuda_device_count
@@ -88,3 +92,22 @@ def validation_result(type_path):
     found = [r for r in _validation.results() if r.type_path == type_path]
     assert found, f"no validation ran for {type_path}"
     return found[-1]
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="session")
+def c_library(tmp_path_factory):
+    """``examples/axpy.c`` built with the system's C compiler and loaded through ctypes."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler (cc / gcc) on this machine to build examples/axpy.c")
+    library = tmp_path_factory.mktemp("axpy") / "libaxpy.so"
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(library),
+                    str(EXAMPLES / "axpy.c")], check=True)
+    lib = ctypes.CDLL(str(library))
+    for name in ("axpy_pointers", "axpy_params"):
+        getattr(lib, name).argtypes = [ctypes.c_void_p]
+        getattr(lib, name).restype = None
+    return lib

@@ -61,7 +61,7 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert result.stdout.strip() == page.strip()
     sections = {r["section"] for r in data["results"]}
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
-    assert sections >= {"view", "readers", "to", "viewable", "ndim", "threads", "dispatch",
+    assert sections >= {"view", "readers", "to", "viewable", "launch", "ndim", "threads", "dispatch",
                         "copies", "import"}
     if __import__("importlib").util.find_spec("jax") is not None:
         measured = {r["group"] for r in data["results"] if r["section"] == "shards" and r["ns"]}
@@ -343,8 +343,8 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 
 def test_sections_are_the_documented_ones():
-    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "ndim", "threads",
-                              "dispatch", "shards", "copies", "import"]
+    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "launch", "ndim",
+                              "threads", "dispatch", "shards", "copies", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():
@@ -355,3 +355,33 @@ def test_bound_calls_pass_positional_and_keyword_arguments_as_given():
     marker = object()
     assert bound(record, marker, stream=-1, copy=None)() == ((marker,), {"stream": -1,
                                                                          "copy": None})
+
+
+def test_quick_run_measures_the_launch_path_beside_its_peers(quick_run):
+    pytest.importorskip("torch")
+    _, data, page = quick_run
+    by_group = {}
+    for r in data["results"]:
+        if r["section"] == "launch":
+            by_group.setdefault(r["group"], {})[r["name"]] = r
+    for n in (1, 4, 16):
+        paths = by_group[f"launch({n} × torch cpu)"]
+        for name in ("interop_core launch_args (key + pointers)", "view() loop, no key",
+                     "interop_core @viewable (view mode)", "view() loop + tuple key + pointers",
+                     "Helion's fast key (torch API)"):
+            assert paths[name]["ns"] > 0, name
+    (per_arg,) = by_group["launch: per extra torch argument (cpu)"].values()
+    assert per_arg["ns"] is not None and per_arg["ours"]
+    assert by_group["view accessors (torch cpu)"]["view.shape"]["ns"] > 0
+    assert "| launch_args, 16 torch args, key + pointers | launch(16 × torch cpu) |" in page
+
+
+def test_a_relative_budget_may_scale_the_reference_and_add_ns():
+    group = "launch(16 × torch cuda)"
+    results = [Measurement("launch", group, "view() loop, no key", 1000.0, True,
+                           extra={"rounds": [1000.0, 1000.0, 1000.0, 1000.0]}),
+               Measurement("launch", group, "interop_core launch_args (key + pointers)", 1150.0,
+                           True, extra={"rounds": [1150.0, 1190.0, 1150.0, 1100.0]})]
+    (row,) = [r for r in budget_rows(results) if r["line"].startswith("launch_args, 16")]
+    assert row["budget_ns"] == 1200.0 and within_budget(row)
+    assert "1.2 × view() loop, no key" in format_budget(results)

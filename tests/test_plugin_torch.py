@@ -370,6 +370,36 @@ def test_cuda_tensor_views_through_aoti():
     assert v.producer_stream == torch.cuda.current_stream().cuda_stream
 
 
+_LATE_CUDA_PROBE = """
+import json, torch, interop_core
+from interop_core.registry import _validation
+interop_core.view(torch.zeros(3))                     # validates the torch reader on the CPU
+before = torch.cuda.is_initialized()
+t = torch.arange(6.0, device="cuda")
+first = interop_core.view(t)                          # the fallback checks the CUDA half once
+again = interop_core.view(t)
+details = [r.details for r in _validation.results() if r.type_path == "torch:Tensor"][0]
+print(json.dumps({"cuda_initialized_by_validation": before, "details": details,
+                  "ptr_ok": first.ptr == again.ptr == t.data_ptr(),
+                  "stream_ok": again.producer_stream == torch.cuda.current_stream().cuda_stream}))
+"""
+
+
+@pytest.mark.gpu
+def test_validation_creates_no_cuda_context_and_checks_cuda_at_the_first_cuda_tensor():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LATE_CUDA_PROBE], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["cuda_initialized_by_validation"] is False
+    assert report["details"]["cuda"] is True
+    assert report["details"]["current_stream"] == "aoti"
+    assert report["ptr_ok"] and report["stream_ok"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", list(_layouts()))
 def test_cuda_layouts(layout):
@@ -431,3 +461,26 @@ class TestTorchPluginConformance(PluginConformance):
     def expected(self, obj):
         return Expected(ptr=obj.data_ptr(), shape=tuple(obj.shape), strides=tuple(obj.stride()),
                         dtype=DLPACK[obj.dtype], device=(1, 0), readonly=False)
+
+
+_FAKE_FIRST_PROBE = """
+import torch, interop_core
+from interop_core.registry import _validation
+from torch._subclasses.fake_tensor import FakeTensorMode
+with FakeTensorMode() as mode:
+    try:
+        interop_core.view(mode.from_tensor(torch.zeros(2)))   # the first torch view of the process
+    except BufferError:
+        pass
+result = [r for r in _validation.results() if r.type_path == "torch:Tensor"][0]
+print(result.validated, result.reason)
+"""
+
+
+def test_validation_inside_a_fake_tensor_mode_still_validates_on_real_tensors():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FAKE_FIRST_PROBE], capture_output=True,
+                         text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
+    assert out.startswith("True"), out

@@ -541,3 +541,102 @@ def test_positional_arguments_not_designated_are_passed_through_as_the_same_obje
 
     first, x, last = kernel(marker, _array(), marker)
     assert first is marker and last is marker and type(x) is StridedMemoryView
+
+
+# -- launch mode: one LaunchArgs record of the designated arguments ------------------------------
+
+
+@viewable("out", "x", "factor", stream="stream", launch="record", writable=("out",),
+          scalar_types={"factor": "float32"})
+def _scale_launcher(out, x, factor, *, stream=None, record=None):
+    return record
+
+
+def test_launch_mode_hands_the_function_one_record_of_the_designated_arguments():
+    out, x = _array(), _array()
+    record = _scale_launcher(out, x, 2.0)
+    assert isinstance(record, interop_core.LaunchArgs)
+    assert record.args == (out, x, 2.0)
+    assert list(record.pointers)[:2] == [out.ctypes.data, x.ctypes.data]
+    assert record.scalar_type(2) == "float32"
+    assert record.key == interop_core.launch_args(
+        [out, x, 2.0], scalar_types=(None, None, "float32")).key
+    assert record.stream is None
+    assert _scale_launcher(out, x=x, factor=1.0, stream=0).stream == 0
+
+
+def test_launch_mode_errors_name_the_parameter():
+    read_only = _array()
+    read_only.flags.writeable = False
+    with pytest.raises(BufferError, match=r"_scale_launcher\(\): argument 'out' \(numpy.ndarray\) "
+                                          "is read-only"):
+        _scale_launcher(read_only, _array(), 2.0)
+    with pytest.raises(TypeError, match=r"_scale_launcher\(\): argument 'x' \(str\) is not a "
+                                        "scalar"):
+        _scale_launcher(_array(), "text", 2.0)
+    with pytest.raises(TypeError, match="'record' receives the LaunchArgs record"):
+        _scale_launcher(_array(), _array(), 2.0, record=1)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'factor'"):
+        _scale_launcher(_array(), _array())
+
+
+def test_launch_mode_defaults_and_none_reach_the_record():
+    @viewable("x", "bias", launch="record", key="dynamic")
+    def f(x, bias=None, *, record):
+        return record
+
+    record = f(_array())
+    assert record.views[1] is None and record.key.policy == "dynamic"
+    assert list(record.pointers)[1] == 0
+
+
+@pytest.mark.parametrize(("decorate", "error", "match"), [
+    (lambda: viewable("x", launch="x"), ValueError, "cannot also be designated"),
+    (lambda: viewable("x", launch="no such"), TypeError, "takes the name of the parameter"),
+    (lambda: viewable("x", key="dynamic"), TypeError, "apply to launch mode only"),
+    (lambda: viewable("x", launch="r", key="fast"), ValueError, "key must be"),
+], ids=["designated", "not-identifier", "options-without-launch", "bad-key"])
+def test_launch_mode_is_checked_at_decoration(decorate, error, match):
+    with pytest.raises(error, match=match):
+        decorate()
+
+
+def test_launch_mode_needs_an_existing_keyword_parameter():
+    with pytest.raises(TypeError, match="no parameter named 'record'"):
+        @viewable("x", launch="record")
+        def f(x):
+            pass
+
+    @viewable("x", launch="record")
+    def g(x, record, /):
+        pass
+
+    with pytest.raises(TypeError, match="passed by keyword"):
+        g(_array(), None)
+
+
+def test_many_designated_arguments_by_position_and_keyword():
+    names = [f"a{i}" for i in range(30)]
+    namespace = {}
+    exec(f"def f({', '.join(names)}):\n    return ({', '.join(names)},)", namespace)
+    f = viewable(*names)(namespace["f"])
+    arrays = [_array(i + 1) for i in range(30)]
+    got = f(*arrays[:20], **{n: a for n, a in zip(names[20:], arrays[20:], strict=True)})
+    assert [v.shape for v in got] == [(i + 1,) for i in range(30)]
+    assert all(v.owner is a for v, a in zip(got, arrays, strict=True))
+
+
+def test_calls_that_fail_midway_leak_no_references():
+    import sys
+
+    @viewable("x", "y", "z")
+    def f(x, y, z):
+        return x
+
+    a = _array()
+    before = sys.getrefcount(a)
+    for _ in range(100):
+        with pytest.raises(TypeError, match="argument 'z'"):
+            f(a, y=a, z="not viewable")
+        f(a, a, z=a)
+    assert sys.getrefcount(a) == before

@@ -459,6 +459,142 @@ def _section_viewable(device: str, quick: bool) -> list[Case]:
     return cases
 
 
+def _generated(name: str, n: int, body: list[str], env: dict, kwonly: str = "") -> Callable:
+    """``def name(a0, ..., a{n-1}{kwonly}):`` with ``body`` (one line per statement)."""
+    params = ", ".join(f"a{i}" for i in range(n))
+    source = f"def {name}({params}{kwonly}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(source, env)  # our own generated source: a launcher written out by hand, unrolled
+    return env[name]
+
+
+def _loop_with_key(n: int, view: Callable) -> Callable:
+    """A hand-written launcher: view() each argument, a Python tuple key, the pointers."""
+    body = [f"v{i} = _view(a{i})" for i in range(n)]
+    body.append("key = (" + "".join(
+        f"(v{i}.dlpack_dtype, v{i}.shape, v{i}.strides, v{i}.device_type, v{i}.device_id, "
+        f"v{i}.readonly), " for i in range(n)) + ")")
+    body.append("ptrs = (" + "".join(f"v{i}.ptr, " for i in range(n)) + ")")
+    body.append("return key, ptrs")
+    return _generated("launch", n, body, {"_view": view})
+
+
+def _helion_key(n: int, with_stream: bool) -> Callable:
+    """Helion's fast key written out: (dtype, size(), stride()) per tensor, data_ptr()s, and
+    torch's current CUDA stream (on CUDA)."""
+    body = ["key = (" + "".join(f"(a{i}.dtype, a{i}.size(), a{i}.stride()), "
+                                for i in range(n)) + ")",
+            "ptrs = (" + "".join(f"a{i}.data_ptr(), " for i in range(n)) + ")"]
+    env: dict = {}
+    if with_stream:
+        import torch
+
+        env["_current_stream"] = torch.cuda.current_stream
+        body.append("return key, ptrs, _current_stream()")
+    else:
+        body.append("return key, ptrs")
+    return _generated("launch", n, body, env)
+
+
+def _per_argument_runner(launch_args: Callable, few: tuple, many: tuple):
+    """ns each extra argument adds: launch_args of ``many`` against ``few``, round by round."""
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        small, large = bound(launch_args, few), bound(launch_args, many)
+        rounds = sample_interleaved([small, large], settings)
+        extra = len(many) - len(few)
+        per_arg = [(b - a) / extra for a, b in zip(*rounds, strict=True)]
+        return statistics.median(per_arg), (
+            f"({len(many)} args - {len(few)} arg) / {extra}: {statistics.median(rounds[1]):,.0f} "
+            f"and {statistics.median(rounds[0]):,.0f} ns"), {"rounds": per_arg}
+
+    return run
+
+
+def _launch_group(group: str, args: tuple, dev: str, torch_only: bool, stream) -> list[Case]:
+    from .. import launch_args, view, viewable
+
+    n = len(args)
+    cases = [Case("launch", group, "interop_core launch_args (key + pointers)",
+                  bound(launch_args, args), ours=True)]
+    if stream is not None:
+        cases.append(Case("launch", group, "interop_core launch_args (key + pointers, stream)",
+                          bound(launch_args, args, stream), ours=True))
+    cases += [
+        Case("launch", group, "interop_core launch_args (dynamic key)",
+             bound(launch_args, args, key="dynamic"), ours=True),
+        Case("launch", group, "interop_core launch_args (no key)",
+             bound(launch_args, args, key=None), ours=True),
+        Case("launch", group, "interop_core @viewable (view mode)",
+             bound(_launcher(n, decorate=viewable(*range(n))), *args), ours=True),
+        Case("launch", group, "interop_core @viewable (launch mode)",
+             bound(viewable(*range(n), launch="record")(
+                 _generated("launch", n, ["return record"], {}, ", *, record=None")), *args),
+             ours=True),
+        # The budget's reference: what a launcher pays today for views alone.
+        Case("launch", group, "view() loop, no key", bound(_launcher(n, by_hand=view), *args),
+             ours=True),
+        Case("launch", group, "view() loop + tuple key + pointers",
+             bound(_loop_with_key(n, view), *args)),
+    ]
+    if torch_only:
+        cases.append(Case("launch", group, "Helion's fast key (torch API)",
+                          bound(_helion_key(n, dev == "cuda"), *args)))
+    smv = _cuda_core_view()
+    if smv is not None:
+        peer = _launcher(n, by_hand=lambda o: smv.from_dlpack(o, stream_ptr=-1))
+        cases.append(Case("launch", group, "cuda.core from_dlpack loop", bound(peer, *args)))
+    return cases
+
+
+def _accessor_cases(dev: str, obj: object, fw: str) -> list[Case]:
+    from operator import attrgetter
+
+    from .. import view
+
+    v = view(obj)
+    group = f"view accessors ({fw} {dev})"
+    cases = [Case("launch", group, "bare attribute read (view.owner)",
+                  bound(attrgetter("owner"), v), ours=True)]
+    for name in ("shape", "strides", "strides_in_bytes", "key", "ptr"):
+        cases.append(Case("launch", group, f"view.{name}", bound(attrgetter(name), v),
+                          ours=True))
+    first = f"view() then .shape, first read ({fw} {dev})"
+    cases += [Case("launch", first, "view(x)", bound(view, obj), ours=True),
+              Case("launch", first, "view(x).shape", lambda: view(obj).shape, ours=True),
+              Case("launch", first, "view(x) in a lambda", lambda: view(obj), ours=True)]
+    return cases
+
+
+def _section_launch(device: str, quick: bool) -> list[Case]:
+    from .. import launch_args
+
+    cases = []
+    for dev in _devices(device):
+        objs = samples(dev)
+        if "torch" not in objs:
+            continue
+        t = objs["torch"]
+        stream = None
+        if dev == "cuda":
+            import torch
+
+            stream = torch.cuda.current_stream()    # the producer's own: nothing to order
+        for n in (1, 4, 16):
+            args = tuple(samples(dev, only=("torch",))["torch"] if i else t for i in range(n))
+            cases += _launch_group(f"launch({n} × torch {dev})", args, dev, True, stream)
+        mixed_names = ("torch", "cupy", "jax") if dev == "cuda" else ("torch", "numpy", "jax")
+        mixed = tuple(objs[fw] for fw in mixed_names if fw in objs) * 2
+        if len(mixed) > 2:
+            label = "/".join(fw for fw in mixed_names if fw in objs)
+            cases += _launch_group(f"launch({len(mixed)} × {label} {dev})", mixed, dev, False,
+                                   stream)
+        many = tuple(samples(dev, only=("torch",))["torch"] for _ in range(16))
+        cases.append(Case("launch", f"launch: per extra torch argument ({dev})",
+                          "interop_core launch_args (key + pointers)", ours=True,
+                          runner=_per_argument_runner(launch_args, many[:1], many)))
+        cases += _accessor_cases(dev, t, "torch")
+    return cases
+
+
 def _ndim_objects(dev: str, ndim: int) -> dict[str, object]:
     # Mostly size-1 dimensions so a 64-d object stays small; the first few have extent 2 so
     # the strides are not all trivial.
@@ -1194,6 +1330,7 @@ SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "stream": _section_stream,
     "to": _section_to,
     "viewable": _section_viewable,
+    "launch": _section_launch,
     "ndim": _section_ndim,
     "threads": _section_threads,
     "dispatch": _section_dispatch,

@@ -26,7 +26,11 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
 # it is kept when ours is not measurably slower, i.e. in at least a quarter of the rounds ours
 # took no longer than the reference (the lower quartile of the paired ratios is at most 1).
 # A relative budget with a factor, (path, factor), allows ours that many times the reference
-# (the lower quartile of the paired ratios is at most the factor).
+# (the lower quartile of the paired ratios is at most the factor); (path, factor, ns) allows
+# that many ns more on top (the paired ratios are then of ours minus those ns).
+_LAUNCH_GROUPS = ("launch(16 × torch cuda)", "launch(16 × torch cpu)")
+_ACCESSOR_GROUPS = ("view accessors (torch cuda)", "view accessors (torch cpu)")
+_BARE = "bare attribute read (view.owner)"
 _SHARD_PER_SHARD = "interop_core shards(), per shard"
 _SHARD_VIEW = ("interop_core view(), one single-device array of a shard's shape per device, "
                "per view")
@@ -37,7 +41,8 @@ _ASSEMBLE = "interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)"
 _ASSEMBLE_PEER = "jax make_array_from_single_device_arrays over from_dlpack(piece, device=)"
 _ASSEMBLE_HOST_PEER = "jax make_array_from_single_device_arrays over device_put(numpy piece)"
 
-BUDGET: tuple[tuple[str, float | str | tuple[str, float], tuple[str, ...], str,
+BUDGET: tuple[tuple[str, float | str | tuple[str, float] | tuple[str, float, float],
+                    tuple[str, ...], str,
                     tuple[str, ...]], ...] = (
     ("view(torch tensor, CPU)", 100, ("view(torch cpu)",), "interop_core view()",
      ("cuda.core from_dlpack", "tvm_ffi.from_dlpack")),
@@ -103,6 +108,19 @@ BUDGET: tuple[tuple[str, float | str | tuple[str, float], tuple[str, ...], str,
         "view(numpy.ndarray): first-party reader", 1.1),
      ("readers: public C ABI, third party vs first party",),
      "view(bytetensor.CTensor): third-party C reader", ()),
+    ("launch_args, 16 torch args, key + pointers", ("view() loop, no key", 1.2),
+     _LAUNCH_GROUPS, "interop_core launch_args (key + pointers)",
+     ("view() loop + tuple key + pointers", "Helion's fast key (torch API)",
+      "cuda.core from_dlpack loop")),
+    ("launch_args, each extra torch argument", 60,
+     ("launch: per extra torch argument (cuda)", "launch: per extra torch argument (cpu)"),
+     "interop_core launch_args (key + pointers)", ()),
+    ("`@viewable`, view mode, 16 torch args", ("view() loop, no key", 1.1), _LAUNCH_GROUPS,
+     "interop_core @viewable (view mode)", ()),
+    ("view.shape", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.shape", (_BARE,)),
+    ("view.strides", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.strides", (_BARE,)),
+    ("view.strides_in_bytes", (_BARE, 1.0, 30.0), _ACCESSOR_GROUPS, "view.strides_in_bytes",
+     (_BARE,)),
 )
 
 # The DESIGN.md line "every to() pair <= 1.0x the target framework's own import": one budget row
@@ -124,6 +142,7 @@ SECTION_TITLES = {
     "stream": "view() with a consumer stream (ordered after the producer)",
     "to": "to(): zero-copy handoff between frameworks",
     "viewable": "@viewable on a kernel-launch-like function (1, 4, 16 tensor arguments)",
+    "launch": "the launch path: launch_args, @viewable and hand-written launchers; view accessors",
     "ndim": "cost against the number of dimensions",
     "threads": "threads viewing at once (ns per call seen by each thread)",
     "dispatch": "what the exact-type table lookup adds (measured in C, paired blocks)",
@@ -217,19 +236,21 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
     rows = []
     for line, budget, candidates, ours_name, peer_names in BUDGET:
         group = next((g for g in candidates if g in groups), None)
-        factor = 1.0
+        factor, plus = 1.0, 0.0
         if isinstance(budget, tuple):
-            budget, factor = budget
+            budget, factor, plus = (*budget, 0.0) if len(budget) == 2 else budget
         row = {"line": line, "budget_ns": budget, "budget_path": None, "group": group,
-               "ours_ns": None, "ours_note": "", "peers": [], "budget_factor": factor}
+               "ours_ns": None, "ours_note": "", "peers": [], "budget_factor": factor,
+               "budget_plus": plus}
         ours = by_key.get((group, ours_name)) if group is not None else None
         if ours is not None:
             row["ours_ns"], row["ours_note"] = ours.ns, ours.note
         if isinstance(budget, str):
             reference = by_key.get((group, budget))
-            row["budget_ns"] = None if reference is None else reference.ns * factor
+            row["budget_ns"] = (None if reference is None or reference.ns is None
+                                else reference.ns * factor + plus)
             row["budget_path"] = budget
-            row["paired_ratio"] = _paired_ratio(ours, reference)
+            row["paired_ratio"] = _paired_ratio(ours, reference, plus)
         if group is not None:
             for peer in peer_names:
                 p = by_key.get((group, peer))
@@ -297,14 +318,15 @@ def _handoff_rows(results: list[Measurement]) -> list[dict]:
     return rows
 
 
-def _paired_ratio(ours: Measurement | None, reference: Measurement | None) -> tuple | None:
-    """(lower quartile, median, upper quartile) of ours / reference, round by round."""
+def _paired_ratio(ours: Measurement | None, reference: Measurement | None,
+                  plus: float = 0.0) -> tuple | None:
+    """(lower quartile, median, upper quartile) of (ours - plus) / reference, round by round."""
     if ours is None or reference is None:
         return None
     a, b = ours.extra.get("rounds"), reference.extra.get("rounds")
     if not a or not b or len(a) != len(b) or min(b) <= 0:
         return None
-    ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+    ratios = sorted((x - plus) / y for x, y in zip(a, b, strict=True))
     if len(ratios) < 3:
         return None
     q1, q2, q3 = statistics.quantiles(ratios, n=4)
@@ -329,16 +351,20 @@ def budget_text(row: dict) -> str:
         return row["budget_path"]
     if row["budget_path"] is None:
         return _fmt_ns(row["budget_ns"])
+    factor, plus = row.get("budget_factor", 1.0), row.get("budget_plus", 0.0)
+    rule = row["budget_path"]
+    if factor != 1.0:
+        rule = f"{factor:g} × {rule}"
+    if plus:
+        rule = f"{rule} + {plus:g} ns"
     if row["budget_ns"] is None:
-        factor = row.get("budget_factor", 1.0)
-        scale = "" if factor == 1.0 else f"{factor:g} × "
-        return f"≤ {scale}{row['budget_path']} of the same run"
-    factor = row.get("budget_factor", 1.0)
-    scale = "" if factor == 1.0 else f"{factor:g} × "
-    text = f"{_fmt_ns(row['budget_ns'])} ({scale}{row['budget_path']})"
+        return f"≤ {rule} of the same run"
+    text = f"{_fmt_ns(row['budget_ns'])} ({rule})"
     paired = row.get("paired_ratio")
     if paired is not None:
-        text += f"; ours / it, per round: {paired[1]:.2f} (quartiles {paired[0]:.2f}–{paired[2]:.2f})"
+        label = f"(ours - {plus:g} ns)" if plus else "ours"
+        text += (f"; {label} / it, per round: {paired[1]:.2f} "
+                 f"(quartiles {paired[0]:.2f}–{paired[2]:.2f})")
     return text
 
 

@@ -90,6 +90,20 @@ cdef inline void record_init(ViewRecord* rec) noexcept nogil:
     rec.producer_stream = 0
 
 
+cdef inline int record_copy(ViewRecord* dst, const ViewRecord* src) except -1:
+    """Deep-copy `src` into `dst` (dst must have been initialised)."""
+    extents_copy(&dst.ext, &src.ext)
+    dst.ptr = src.ptr
+    dst.dtype = src.dtype
+    dst.itemsize = src.itemsize
+    dst.device_type = src.device_type
+    dst.device_id = src.device_id
+    dst.readonly = src.readonly
+    dst.has_producer_stream = src.has_producer_stream
+    dst.producer_stream = src.producer_stream
+    return 0
+
+
 cdef inline str record_difference(const ViewRecord* got, const ViewRecord* want, str what,
                                   bint compare_streams):
     """How two records of the same memory differ (for reader validation), or None.

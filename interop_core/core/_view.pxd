@@ -10,6 +10,12 @@ cdef class StridedMemoryView:
     cdef object _keepalive       # what actually keeps the memory alive: a DLPack holder, a
                                  # buffer holder, or the owner itself; released when the view dies
     cdef object _numpy_dtype     # cache for .dtype (numpy is imported only when asked)
+    # Caches for .shape / .strides / .strides_in_bytes, built on first read (None until then):
+    # a view's extents never change once it is returned, so launchers reading them on every
+    # call pay for one tuple per view.  Owned by the view.
+    cdef tuple _shape
+    cdef tuple _strides
+    cdef tuple _strides_in_bytes
     cdef object __weakref__
 
 
@@ -44,6 +50,10 @@ cdef int choose_protocol(object obj) except -1
 
 # A view of `obj` through `protocol` (not PROTOCOL_NONE).
 cdef object view_by_protocol(int protocol, object obj, object stream)
+
+# Whether the view's producer stream is known: recorded, else asked of the owner's plugin
+# strategy (and then recorded).  Host memory: False.
+cdef bint knows_producer_stream(StridedMemoryView v) except -1
 
 # Order `consumer` after the view's producer: its recorded producer stream, else the stream the
 # owner's plugin reports (and then recorded).  Unknown producers: nothing to do.  Host memory:

@@ -1,6 +1,7 @@
 # Type stub for interop_core.core._view (compiled).
 from typing import Any, ClassVar
 
+from ._key import LaunchKey
 from ._layout import StridedLayout
 
 __all__ = ["StridedMemoryView", "Buffer"]
@@ -45,6 +46,8 @@ class StridedMemoryView:
     def strides(self) -> tuple[int, ...]: ...
     @property
     def strides_in_bytes(self) -> tuple[int, ...]: ...
+    @property
+    def key(self) -> LaunchKey: ...
     @property
     def ndim(self) -> int: ...
     @property

@@ -45,6 +45,7 @@ from ..protocols._interfaces cimport (
     read_cuda_array_interface,
     release_buffer,
 )
+from ._key cimport key_of_record
 from ._layout cimport (
     StridedLayout,
     extents_getitem,
@@ -139,7 +140,7 @@ def _set_producer_stream_lookup(lookup):
     _producer_stream_lookup = lookup
 
 
-cdef bint _knows_producer_stream(StridedMemoryView v) except -1:
+cdef bint knows_producer_stream(StridedMemoryView v) except -1:
     # Core readers record the producer's stream as the view is made; for the rest, the owner's
     # plugin strategy is asked on first need (ordering, an export) and its answer recorded.
     if v.rec.has_producer_stream:
@@ -156,7 +157,7 @@ cdef bint _knows_producer_stream(StridedMemoryView v) except -1:
 
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1:
     if v.rec.device_type != kDLCPU:
-        if _knows_producer_stream(v):
+        if knows_producer_stream(v):
             order_streams(v.rec.producer_stream, consumer, v.rec.device_id)
     elif not v.rec.has_producer_stream and _producer_stream_lookup is not None:
         # Host memory has no stream to order on, but a producer with asynchronous host work
@@ -559,17 +560,32 @@ cdef class StridedMemoryView:
     @property
     def shape(self):
         """tuple of int: Extent of each dimension."""
-        return extents_shape_tuple(&self.rec.ext)
+        if self._shape is None:
+            self._shape = extents_shape_tuple(&self.rec.ext)
+        return self._shape
 
     @property
     def strides(self):
         """tuple of int: Step of each dimension, in elements (may be negative or zero)."""
-        return extents_strides_tuple(&self.rec.ext, 1)
+        if self._strides is None:
+            self._strides = extents_strides_tuple(&self.rec.ext, 1)
+        return self._strides
 
     @property
     def strides_in_bytes(self):
         """tuple of int: Step of each dimension, in bytes."""
-        return extents_strides_tuple(&self.rec.ext, self.rec.itemsize)
+        if self._strides_in_bytes is None:
+            self._strides_in_bytes = extents_strides_tuple(&self.rec.ext, self.rec.itemsize)
+        return self._strides_in_bytes
+
+    @property
+    def key(self):
+        """LaunchKey: This view's specialization key: dtype, shape, strides, device, read-only.
+
+        Equal to ``interop_core.launch_args([self]).key`` (the ``"static"`` policy), and to the
+        key of any other framework's tensor with the same properties.
+        """
+        return key_of_record(&self.rec)
 
     @property
     def ndim(self):
@@ -643,7 +659,7 @@ cdef class StridedMemoryView:
         before.  ``0`` is the legacy default stream.  ``None`` when unknown (host memory, or a
         producer that named no stream: no ordering is then possible or needed).
         """
-        return self.rec.producer_stream if _knows_producer_stream(self) else None
+        return self.rec.producer_stream if knows_producer_stream(self) else None
 
     @property
     def _recorded_producer_stream(self):
@@ -898,7 +914,7 @@ cdef class StridedMemoryView:
         """dict: CUDA Array Interface v3 (device-accessible memory only)."""
         if not _device_accessible(self.rec.device_type):
             raise AttributeError("__cuda_array_interface__: this view is of host memory")
-        _knows_producer_stream(self)
+        knows_producer_stream(self)
         return export_cuda_array_interface(&self.rec)
 
     @property

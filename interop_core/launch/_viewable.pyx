@@ -1,16 +1,22 @@
-# ``@viewable``: turn chosen arguments of a function into StridedMemoryViews on every call.
+# ``@viewable``: turn chosen arguments of a function into StridedMemoryViews on every call, or
+# hand the function one LaunchArgs record of them (launch="name").
 #
 # Launchers call the wrapped function once per kernel launch, so the per-call work is compiled:
-# the signature is read once (on the first call, so decorating costs nothing and the decorated
-# function may be defined before interop_core.view is importable), turned into a tuple of small
-# C records, and each call only looks at the designated positions / keywords.
+# the signature is read once (on the first call, so decorating costs nothing), turned into a
+# tuple of small C records, and each call only looks at the designated positions / keywords and
+# calls the registry's view entry point (or build_launch_args) directly, without a Python call.
 
-from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_New, PyDict_SetItem
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.unicode cimport PyUnicode_Compare
+from libc.string cimport memcpy
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 from ..core._view cimport StridedMemoryView
+from ..registry._registry cimport view_object
+from ._launch cimport build_launch_args, key_policy
 
 __all__ = ["viewable"]
 
@@ -20,13 +26,19 @@ cdef extern from "Python.h":
     # kwargs may be NULL (no keywords): no empty dict is made for the forwarded call.
     object _call_with "PyObject_Call"(object callable, object args, PyObject* kwargs)
     ctypedef PyObject* (*ternaryfunc)(PyObject*, PyObject*, PyObject*)
-    # Only the slot we set; the real struct is CPython's.
+    # The vectorcall protocol (PEP 590): arguments in a C array, keyword names in a tuple.
+    ctypedef PyObject* (*vectorcallfunc)(PyObject* callable, PyObject** args, size_t nargsf,
+                                         PyObject* kwnames)
+    Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
+    object _vectorcall "PyObject_Vectorcall"(object callable, PyObject** args, size_t nargsf,
+                                              PyObject* kwnames)
+    size_t PY_VECTORCALL_ARGUMENTS_OFFSET
+    unsigned long Py_TPFLAGS_HAVE_VECTORCALL
+    # Only the slots we set; the real struct is CPython's.
     ctypedef struct _CallSlot "PyTypeObject":
         ternaryfunc tp_call
-
-# interop_core.view, looked up on the first call of any wrapper (the registry module may import
-# this one, so a module-level import here could be circular). Module-owned strong reference.
-cdef object _view = None
+        Py_ssize_t tp_vectorcall_offset
+        unsigned long tp_flags
 
 # Parameter kinds, as inspect.Parameter numbers them (mirrored so the hot path compares C ints).
 cdef enum:
@@ -56,14 +68,6 @@ cdef class _Param:
 cdef object _EMPTY = object()
 
 
-cdef object _lookup_view():
-    global _view
-    if _view is None:
-        from .. import view
-        _view = view
-    return _view
-
-
 cdef str _type_name(object obj):
     cls = type(obj)
     module = cls.__module__
@@ -77,7 +81,7 @@ cdef str _func_name(object func):
     return f"{name}()" if name else repr(func)
 
 
-cdef int _check_request(tuple requested, object stream) except -1:
+cdef int _check_request(tuple requested, object stream, object launch) except -1:
     if not requested:
         raise TypeError("viewable() needs the names or positional indices of the arguments to "
                         "view, e.g. @viewable('x', 'y') or @viewable(0, 1)")
@@ -106,10 +110,17 @@ cdef int _check_request(tuple requested, object stream) except -1:
         if stream in seen:
             raise ValueError(f"viewable(): {stream!r} cannot be both the stream and a viewed "
                              "argument")
+    if launch is not None:
+        if not isinstance(launch, str) or not launch.isidentifier():
+            raise TypeError("viewable(launch=...) takes the name of the parameter that receives "
+                            f"the LaunchArgs record, got {launch!r}")
+        if launch in seen or launch == stream:
+            raise ValueError(f"viewable(): {launch!r} receives the LaunchArgs record; it cannot "
+                             "also be designated or be the stream")
     return 0
 
 
-cdef int _early_check(object func, tuple requested, object stream) except -1:
+cdef int _early_check(object func, tuple requested, object stream, object launch) except -1:
     # A plain Python function's parameter names sit on its code object, so unknown names and
     # out-of-range indices can be refused at decoration time without importing inspect.
     # Anything else (builtins, wrappers with __wrapped__ or __signature__, callables) is
@@ -137,6 +148,9 @@ cdef int _early_check(object func, tuple requested, object stream) except -1:
             raise TypeError(f"viewable(): {fname} has no parameter named {item!r}")
     if stream is not None and stream not in known:
         raise TypeError(f"viewable(): {fname} has no parameter named {stream!r} (the stream)")
+    if launch is not None and launch not in known:
+        raise TypeError(f"viewable(): {fname} has no parameter named {launch!r} (for the "
+                        "LaunchArgs record)")
     return 0
 
 
@@ -183,18 +197,41 @@ cdef class _ViewableFunction:
     cdef tuple _params
     cdef _Param _stream
     cdef bint _ready
+    # Launch mode: the parameter receiving the LaunchArgs record (owned str; None: view mode),
+    # and the options handed to build_launch_args (owned; resolved against the designated
+    # parameters on the first call: `_writable` True/False or a tuple of positions,
+    # `_scalar_types` None or a tuple aligned with the designated parameters, `_names` their
+    # names for messages).
+    cdef object _launch_name
+    cdef int _policy
+    cdef object _writable_spec
+    cdef object _writable
+    cdef bint _same_device
+    cdef object _scalar_types_spec
+    cdef object _scalar_types
+    cdef tuple _names
+    cdef str _fname
+    # This wrapper's vectorcall entry point (read by CPython through tp_vectorcall_offset).
+    cdef vectorcallfunc _vectorcall_entry
     # Holds the copied function metadata (__name__, __doc__, ...); owned by this wrapper.
     cdef dict __dict__
 
-    def __init__(self, func, tuple requested, stream=None):
+    def __init__(self, func, tuple requested, stream=None, launch=None, key="static",
+                 writable=False, same_device=False, scalar_types=None):
         if not callable(func):
             raise TypeError(f"viewable() decorates a callable, got {type(func).__name__}")
-        _check_request(requested, stream)
-        _early_check(func, requested, stream)
+        _check_request(requested, stream, launch)
+        _early_check(func, requested, stream, launch)
         self.func = func
         self._requested = requested
         self._stream_name = stream
+        self._launch_name = launch
+        self._policy = key_policy(key)
+        self._writable_spec = writable
+        self._same_device = bool(same_device)
+        self._scalar_types_spec = scalar_types
         self._ready = False
+        self._vectorcall_entry = <vectorcallfunc> _viewable_vectorcall
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
                 value = getattr(func, attr)
@@ -257,7 +294,9 @@ cdef class _ViewableFunction:
                 raise ValueError(f"viewable(): {fname}: {parameter.name!r} cannot be both the "
                                  "stream and a viewed argument")
             stream_param = _make_param(parameter, index)
-        _lookup_view()
+        if self._launch_name is not None:
+            self._prepare_launch(fname, by_name, params)
+        self._fname = fname
         # Published last: a concurrent first call either prepares again (same result) or sees
         # complete fields.
         self._params = tuple(params)
@@ -265,16 +304,55 @@ cdef class _ViewableFunction:
         self._ready = True
         return 0
 
-    cdef object _convert(self, _Param p, object obj, object stream):
-        try:
-            if stream is None:
-                return _view(obj)
-            return _view(obj, stream)
-        except (TypeError, ValueError, BufferError) as exc:
-            cls = (TypeError if isinstance(exc, TypeError)
-                   else ValueError if isinstance(exc, ValueError) else BufferError)
-            raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
-                      f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
+    cdef int _prepare_launch(self, str fname, dict by_name, list params) except -1:
+        entry = by_name.get(self._launch_name)
+        if entry is None:
+            raise TypeError(f"viewable(): {fname} has no parameter named "
+                            f"{self._launch_name!r} (for the LaunchArgs record)")
+        parameter, index = entry
+        if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            raise TypeError(f"viewable(): {fname}: the LaunchArgs record is passed by keyword, "
+                            f"so {parameter} must be a parameter that takes a keyword")
+        requested = list(self._requested)
+        writable = self._writable_spec
+        if writable is True or writable is False or writable is None:
+            self._writable = bool(writable)
+        elif isinstance(writable, (str, int)):
+            raise TypeError("viewable(writable=...) takes a bool or a collection of designated "
+                            f"arguments, got {writable!r}")
+        else:
+            positions = []
+            for item in writable:
+                if item not in requested:
+                    raise ValueError(f"viewable(): writable names {item!r}, which is not one "
+                                     f"of the designated arguments {tuple(requested)}")
+                positions.append(requested.index(item))
+            self._writable = tuple(positions)
+        spec = self._scalar_types_spec
+        if spec is None:
+            self._scalar_types = None
+        elif isinstance(spec, dict):
+            aligned = [None] * len(requested)
+            for item, ctype in spec.items():
+                if item not in requested:
+                    raise ValueError(f"viewable(): scalar_types names {item!r}, which is not "
+                                     f"one of the designated arguments {tuple(requested)}")
+                aligned[requested.index(item)] = ctype
+            self._scalar_types = tuple(aligned)
+        else:
+            raise TypeError("viewable(scalar_types=...) takes a dict {designated argument: C "
+                            f"type name}}, got {type(spec).__name__}")
+        names = []
+        for designated in params:
+            names.append((<_Param> designated).name)
+        self._names = tuple(names)
+        return 0
+
+    cdef int _raise_unviewable(self, _Param p, object obj, object exc) except -1:
+        cls = (TypeError if isinstance(exc, TypeError)
+               else ValueError if isinstance(exc, ValueError) else BufferError)
+        raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
+                  f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
 
     def __call__(self, *args, **kwargs):
         # Reached only through an explicit ``wrapper.__call__(...)``: calling the wrapper itself
@@ -303,6 +381,7 @@ cdef object _viewable_call(object wrapper, object args_obj, PyObject* kwds):
     cdef tuple args = <tuple> args_obj
     cdef object kwargs = None if kwds == NULL else <object> kwds
     cdef _Param p
+    cdef _Param current = None
     cdef tuple new_args = None
     cdef object new_kwargs = None
     cdef object stream = None
@@ -316,49 +395,220 @@ cdef object _viewable_call(object wrapper, object args_obj, PyObject* kwds):
             stream = self._stream.default
             if stream is _EMPTY:
                 stream = None
-    for p in self._params:
-        obj = _given(p, args, kwargs)
-        if obj is _EMPTY:
-            # Left to the function's own default (not converted; see viewable()).
-            continue
-        if obj is None and p.none_ok:
-            continue
-        if stream is None and type(obj) is StridedMemoryView:
-            continue
-        converted = self._convert(p, obj, stream)
-        if converted is obj:
-            continue
-        nargs = PyTuple_GET_SIZE(args)
-        if 0 <= p.position < nargs:
-            if new_args is None:
-                new_args = PyTuple_New(nargs)
-                for i in range(nargs):
-                    item = <object> PyTuple_GET_ITEM(args, i)
-                    Py_INCREF(item)  # PyTuple_SET_ITEM steals it
-                    PyTuple_SET_ITEM(new_args, i, item)
-            old = PyTuple_GET_ITEM(new_args, p.position)
-            Py_INCREF(converted)
-            PyTuple_SET_ITEM(new_args, p.position, converted)
-            Py_XDECREF(old)
-        else:
-            # The caller's dict is not ours to change (a C caller may reuse it): copy once.
-            if new_kwargs is None:
-                new_kwargs = PyDict_Copy(kwargs)
-            PyDict_SetItem(new_kwargs, p.keyword, converted)
+    if self._launch_name is not None:
+        return _launch_call(self, args, kwargs, stream)
+    obj = None
+    # One try for the whole loop (entering a try block costs a little on every pass).
+    try:
+        for p in self._params:
+            obj = _given(p, args, kwargs)
+            if obj is _EMPTY:
+                # Left to the function's own default (not converted; see viewable()).
+                continue
+            if obj is None and p.none_ok:
+                continue
+            if stream is None and type(obj) is StridedMemoryView:
+                continue
+            current = p
+            converted = view_object(obj, stream)
+            current = None
+            if converted is obj:
+                continue
+            nargs = PyTuple_GET_SIZE(args)
+            if 0 <= p.position < nargs:
+                if new_args is None:
+                    new_args = PyTuple_New(nargs)
+                    for i in range(nargs):
+                        item = <object> PyTuple_GET_ITEM(args, i)
+                        Py_INCREF(item)  # PyTuple_SET_ITEM steals it
+                        PyTuple_SET_ITEM(new_args, i, item)
+                old = PyTuple_GET_ITEM(new_args, p.position)
+                Py_INCREF(converted)
+                PyTuple_SET_ITEM(new_args, p.position, converted)
+                Py_XDECREF(old)
+            else:
+                # The caller's dict is not ours to change (a C caller may reuse it): copy once.
+                if new_kwargs is None:
+                    new_kwargs = PyDict_Copy(kwargs)
+                PyDict_SetItem(new_kwargs, p.keyword, converted)
+    except (TypeError, ValueError, BufferError) as exc:
+        if current is None:
+            raise
+        self._raise_unviewable(current, obj, exc)
     if new_kwargs is not None:
         kwds = <PyObject*> new_kwargs
     return _call_with(self.func, args if new_args is None else new_args, kwds)
 
 
-(<_CallSlot*> _ViewableFunction).tp_call = <ternaryfunc> _viewable_call
+cdef object _launch_call(_ViewableFunction self, tuple args, object kwargs, object stream):
+    # Launch mode: the designated arguments, in designation order, become one LaunchArgs record
+    # passed as the keyword `self._launch_name`; the arguments themselves arrive unchanged.
+    cdef _Param p
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(self._params)
+    cdef tuple values = PyTuple_New(n)
+    for i in range(n):
+        p = <_Param> PyTuple_GET_ITEM(self._params, i)
+        obj = _given(p, args, kwargs)
+        if obj is _EMPTY:
+            obj = p.default
+            if obj is _EMPTY:
+                # A required argument is missing: the call itself reports it, as Python does.
+                return _call_with(self.func, args,
+                                  NULL if kwargs is None else <PyObject*> kwargs)
+        Py_INCREF(obj)
+        PyTuple_SET_ITEM(values, i, obj)
+    if kwargs and PyDict_GetItem(kwargs, self._launch_name) != NULL:
+        raise TypeError(f"{self._fname}: {self._launch_name!r} receives the LaunchArgs record "
+                        "made by @viewable; do not pass it")
+    record = build_launch_args(values, stream, self._policy, self._writable, self._same_device,
+                               self._scalar_types, self._fname, self._names)
+    new_kwargs = PyDict_Copy(kwargs) if kwargs else {}
+    PyDict_SetItem(new_kwargs, self._launch_name, record)
+    return _call_with(self.func, args, <PyObject*> new_kwargs)
 
 
-def viewable(*names_or_indices, stream=None):
-    """Decorator: the designated arguments reach the function as :class:`StridedMemoryView`.
+cdef enum:
+    STACK_ARGS = 24     # arguments copied on the C stack; more go to a PyMem block
 
-    On every call each designated argument ``arg`` is replaced by
-    ``interop_core.view(arg, stream=...)``, so the function body sees pointer, shape, strides and
-    dtype whatever framework the caller used (torch, cupy, numpy, jax, a plugin's type, ...).
+
+cdef Py_ssize_t _keyword_slot(object keyword, PyObject* kwnames) except -2:
+    # Where `keyword` sits among the call's keyword names, or -1.  Names are usually the same
+    # interned str objects as the signature's; equal strs that are not are found by value.
+    cdef Py_ssize_t j, n = PyTuple_GET_SIZE(<object> kwnames)
+    for j in range(n):
+        if PyTuple_GET_ITEM(<object> kwnames, j) == <PyObject*> keyword:
+            return j
+    for j in range(n):
+        if PyUnicode_Compare(<object> PyTuple_GET_ITEM(<object> kwnames, j), keyword) == 0:
+            return j
+    return -1
+
+
+cdef PyObject** _slot_of(_Param p, PyObject** args, Py_ssize_t nargs,
+                         PyObject* kwnames) except? NULL:
+    # The argument array slot holding `p` in this call, or NULL when the call leaves it out.
+    cdef Py_ssize_t j
+    if 0 <= p.position < nargs:
+        return &args[p.position]
+    if p.keyword is not None and kwnames != NULL:
+        j = _keyword_slot(p.keyword, kwnames)
+        if j >= 0:
+            return &args[nargs + j]
+    return NULL
+
+
+cdef object _viewable_vectorcall(object wrapper, PyObject** args, size_t nargsf,
+                                 PyObject* kwnames):
+    # The vectorcall entry point: the caller's argument array is copied once (pointers only),
+    # converted slots are replaced in the copy, and the function is called with it; no tuple
+    # or dict is built.  Launch mode goes through the tuple / dict path (it builds a dict to
+    # pass the record anyway).
+    cdef _ViewableFunction self = <_ViewableFunction> wrapper
+    cdef Py_ssize_t nargs = PyVectorcall_NARGS(nargsf)
+    cdef Py_ssize_t nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object> kwnames)
+    cdef Py_ssize_t total = nargs + nkw, i, owned_count = 0
+    cdef PyObject* stack_copy[STACK_ARGS + 1]
+    cdef PyObject* stack_owned[STACK_ARGS]
+    cdef PyObject** copy = stack_copy
+    cdef PyObject** owned = stack_owned
+    cdef PyObject** slot
+    cdef _Param p
+    cdef _Param current = None
+    cdef object stream = None
+    if not self._ready:
+        self._prepare()
+    if self._launch_name is not None:
+        return _tuple_call(self, args, nargs, kwnames)
+    if total > STACK_ARGS:
+        copy = <PyObject**> PyMem_Malloc((2 * total + 1) * sizeof(PyObject*))
+        if copy == NULL:
+            raise MemoryError()
+        owned = copy + total + 1
+    try:
+        # One slot in front, so the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET).
+        memcpy(copy + 1, args, total * sizeof(PyObject*))
+        if self._stream is not None:
+            slot = _slot_of(self._stream, copy + 1, nargs, kwnames)
+            if slot != NULL:
+                stream = <object> slot[0]
+            elif self._stream.default is not _EMPTY:
+                stream = self._stream.default
+        obj = None
+        try:
+            for p in self._params:
+                slot = _slot_of(p, copy + 1, nargs, kwnames)
+                if slot == NULL:
+                    continue        # left to the function's own default (not converted)
+                obj = <object> slot[0]
+                if obj is None and p.none_ok:
+                    continue
+                if stream is None and type(obj) is StridedMemoryView:
+                    continue
+                current = p
+                converted = view_object(obj, stream)
+                current = None
+                if converted is obj:
+                    continue
+                Py_INCREF(converted)            # owned by `owned` until the call returns
+                owned[owned_count] = <PyObject*> converted
+                owned_count += 1
+                slot[0] = <PyObject*> converted
+        except (TypeError, ValueError, BufferError) as exc:
+            if current is None:
+                raise
+            self._raise_unviewable(current, obj, exc)
+        return _vectorcall(self.func, copy + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames)
+    finally:
+        for i in range(owned_count):
+            Py_DECREF(<object> owned[i])
+        if copy != stack_copy:
+            PyMem_Free(copy)
+
+
+cdef object _tuple_call(_ViewableFunction self, PyObject** args, Py_ssize_t nargs,
+                        PyObject* kwnames):
+    # A vectorcall turned into the tuple / dict form of _viewable_call.
+    cdef Py_ssize_t i, nkw = 0 if kwnames == NULL else PyTuple_GET_SIZE(<object> kwnames)
+    cdef tuple positional = PyTuple_New(nargs)
+    for i in range(nargs):
+        Py_INCREF(<object> args[i])
+        PyTuple_SET_ITEM(positional, i, <object> args[i])
+    if nkw == 0:
+        return _viewable_call(self, positional, NULL)
+    kwargs = PyDict_New()
+    for i in range(nkw):
+        PyDict_SetItem(kwargs, <object> PyTuple_GET_ITEM(<object> kwnames, i),
+                       <object> args[nargs + i])
+    return _viewable_call(self, positional, <PyObject*> kwargs)
+
+
+cdef int _install_call_slots() except -1:
+    # tp_call for callers using the tuple protocol; vectorcall (at the offset of each wrapper's
+    # _vectorcall_entry field, the same in every instance) for everyone else.
+    cdef _ViewableFunction probe = _ViewableFunction.__new__(_ViewableFunction)
+    cdef _CallSlot* slots = <_CallSlot*> _ViewableFunction
+    slots.tp_call = <ternaryfunc> _viewable_call
+    slots.tp_vectorcall_offset = <Py_ssize_t> (
+        <char*> &probe._vectorcall_entry - <char*> <PyObject*> probe)
+    slots.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL
+    return 0
+
+
+_install_call_slots()
+
+
+def viewable(*names_or_indices, stream=None, launch=None, key="static", writable=False,
+             same_device=False, scalar_types=None):
+    """Decorator: the designated arguments reach the function as views, or as one launch record.
+
+    View mode (the default): on every call each designated argument ``arg`` is replaced by
+    ``interop_core.view(arg, stream=...)``, so the function body sees pointer, shape, strides
+    and dtype whatever framework the caller used (torch, cupy, numpy, jax, a plugin's type, ...).
+
+    Launch mode (``launch="record"``): the designated arguments arrive unchanged, and the
+    parameter named by ``launch`` receives ``interop_core.launch_args(designated, stream=...,
+    key=...)``, a :class:`~interop_core.LaunchArgs` of the designated arguments in the order
+    they are designated (specialization key, pointer arrays, ordered consumer stream).
 
     Parameters
     ----------
@@ -368,7 +618,14 @@ def viewable(*names_or_indices, stream=None):
     stream : str, optional
         Name of the function's parameter that holds the consumer stream. Its value on each call
         (the parameter's default when the caller leaves it out) is passed as ``stream=`` to
-        ``view()``; ``None`` means no stream ordering.
+        ``view()`` / ``launch_args()``; ``None`` means no stream ordering.
+    launch : str, optional
+        Launch mode: the name of the parameter (taking a keyword) that receives the
+        :class:`~interop_core.LaunchArgs` record.
+    key, writable, same_device, scalar_types
+        Launch mode only, as for :func:`~interop_core.launch_args`; ``writable`` is ``True`` or
+        a collection of designated arguments (spelt as designated), ``scalar_types`` a dict
+        ``{designated argument: C type name}``.
 
     Returns
     -------
@@ -402,11 +659,22 @@ def viewable(*names_or_indices, stream=None):
     ...     return x.shape, out.ptr == out.owner.ctypes.data
     >>> scale(np.ones((2, 3)), out=np.empty((2, 3)))
     ((2, 3), True)
+    >>> @interop_core.viewable("out", "x", "factor", launch="record")
+    ... def scale2(out, x, factor, *, record=None):
+    ...     return record.key == interop_core.launch_args([out, x, factor]).key
+    >>> scale2(np.empty(3), np.ones(3), 2.0)
+    True
     """
     requested = tuple(names_or_indices)
-    _check_request(requested, stream)
+    _check_request(requested, stream, launch)
+    key_policy(key)
+    if launch is None and (key != "static" or writable is not False or same_device
+                           or scalar_types is not None):
+        raise TypeError("viewable(): key, writable, same_device and scalar_types apply to launch "
+                        "mode only; name the parameter receiving the record with launch='...'")
 
     def decorate(func):
-        return _ViewableFunction(func, requested, stream)
+        return _ViewableFunction(func, requested, stream, launch, key, writable, same_device,
+                                 scalar_types)
 
     return decorate

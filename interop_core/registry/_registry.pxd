@@ -51,5 +51,13 @@ cdef class ReaderEntry:
 # (`registry.add_type(..., reader=name)` or `fallback=name`).
 cdef int add_core_reader(str name, core_reader_t fn) except -1
 
-# view(obj, stream) for compiled callers (no Python call): interop_core.shards views every shard.
-cdef object view_of(object obj, object stream)
+# The body of view() (exact-type lookup, reader, stream ordering), for compiled callers.
+cdef object view_object(object obj, object stream)
+
+# The launch path's read: fill `rec` (initialised by the caller) from `obj` and return what
+# keeps the memory alive.  `stream` is canonical (None, or an int handle from canonical_stream).
+# Nothing is ordered here (the caller orders each distinct producer stream once), except by
+# DLPack producers, which order themselves before the consumer stream they are handed, and on a
+# type's first sight (the miss path orders that one object).  With a stream, the producer's
+# stream is recorded in `rec` when known (the reader's, else the plugin's strategy).
+cdef object read_unordered(object obj, object stream, ViewRecord* rec)

@@ -25,13 +25,15 @@ from ..core._dlpack_abi cimport DLDataType
 from ..core._dtypes cimport dtype_of_cached, record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport pointer_device, same_stream
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_difference
+from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_copy, record_difference
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
+    PROTOCOL_DLPACK,
     PROTOCOL_NONE,
     PROTOCOL_SELF,
     StridedMemoryView,
     choose_protocol,
+    knows_producer_stream,
     order_view,
     view_by_protocol,
     view_new,
@@ -449,13 +451,24 @@ cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) excep
     """Order `consumer` after the producer: the stream the reader found, else the plugin's."""
     if v.rec.device_type == 1:      # host memory: no streams
         return 0
-    if not v.rec.has_producer_stream and entry.producer_stream is not None:
-        producer = entry.producer_stream(v.owner)
-        if producer is None:
-            return 0
-        v.rec.producer_stream = <intptr_t> <Py_ssize_t> producer
-        v.rec.has_producer_stream = True
+    if not _learn_producer(entry, &v.rec, v.owner):
+        return 0
     return order_view(v, consumer)
+
+
+cdef bint _learn_producer(ReaderEntry entry, ViewRecord* rec, object owner) except -1:
+    # Whether the producer's stream is known, asking the plugin's strategy (and recording its
+    # answer) when the reader found none.
+    if rec.has_producer_stream:
+        return True
+    if entry is None or entry.producer_stream is None:
+        return False
+    producer = entry.producer_stream(owner)
+    if producer is None:
+        return False
+    rec.producer_stream = <intptr_t> <Py_ssize_t> producer
+    rec.has_producer_stream = True
+    return True
 
 
 def _producer_stream_of(owner):
@@ -662,6 +675,45 @@ def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
     return direct, looked_up
 
 
+cdef object view_object(object obj, object stream):
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found != NULL:
+        return _read(<ReaderEntry> found, obj, stream)
+    return _view_miss(obj, stream)
+
+
+cdef object read_unordered(object obj, object stream, ViewRecord* rec):
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    cdef ReaderEntry entry
+    cdef StridedMemoryView v
+    if found == NULL:
+        # First sight of this type: the miss path decides (and orders this one object itself).
+        v = _view_miss(obj, stream)
+        record_copy(rec, &v.rec)
+        return v
+    entry = <ReaderEntry> found
+    if entry.kind == READER_CORE:
+        keepalive = entry.core(obj, stream, rec)
+        if stream is not None and rec.device_type != 1:
+            _learn_producer(entry, rec, obj)
+        return keepalive
+    if entry.kind == READER_SELF:
+        v = <StridedMemoryView> obj
+        if stream is not None and v.rec.device_type != 1:
+            knows_producer_stream(v)
+    elif entry.kind == READER_GENERIC:
+        # A DLPack producer orders itself before the consumer stream it is handed; the CUDA
+        # Array Interface's stream is recorded as the producer's, for the caller to order.
+        v = view_by_protocol(entry.protocol, obj,
+                             stream if entry.protocol == PROTOCOL_DLPACK else None)
+    else:
+        v = _fill(entry, obj, stream)
+        if stream is not None and v.rec.device_type != 1:
+            _learn_producer(entry, &v.rec, obj)
+    record_copy(rec, &v.rec)
+    return v
+
+
 def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, obj,
                     bint compare_streams=False):
     """How ``entry``'s reader and ``reference`` read ``obj`` differently (validation), or None.
@@ -722,14 +774,7 @@ def view(obj, stream=None):
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
     """
-    return view_of(obj, stream)
-
-
-cdef object view_of(object obj, object stream):
-    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
-    if found != NULL:
-        return _read(<ReaderEntry> found, obj, stream)
-    return _view_miss(obj, stream)
+    return view_object(obj, stream)
 
 
 _reset_entries()

@@ -21,7 +21,7 @@ from ..core._dlpack_abi cimport DLDataType
 from ..core._dtypes cimport describe_dtype, dtype_from_object, dtype_to_numpy
 from ..core._view cimport StridedMemoryView
 
-from ..registry._registry cimport view_of
+from ..registry._registry cimport view_object
 
 __all__ = ["Shard", "Shards", "shards", "stream_for_device", "ShardedEntry", "new_sharded_entry",
            "set_sharded_types", "sharded_entry_for", "set_miss_handler"]
@@ -86,17 +86,17 @@ cdef StridedMemoryView _view_ordered(object data, object stream):
     """view(data) ordered on the consumer stream the shard's device takes."""
     cdef StridedMemoryView v
     if stream is None:
-        return <StridedMemoryView> view_of(data, None)
+        return <StridedMemoryView> view_object(data, None)
     if type(stream) is dict:
         # The device is known only once the piece is read: read it, then read it again with
         # that device's stream (readers order at read time; jax's does so through DLPack).
-        v = <StridedMemoryView> view_of(data, None)
+        v = <StridedMemoryView> view_object(data, None)
         stream = stream_for(stream, v.rec.device_type, v.rec.device_id)
         if stream is None:
             return v
     if type(data) is StridedMemoryView:
         return (<StridedMemoryView> data).sync(stream)   # view() returns a view unordered
-    return <StridedMemoryView> view_of(data, stream)
+    return <StridedMemoryView> view_object(data, stream)
 
 
 # A shards() call makes one Shard per shard and usually drops them soon: a freelist saves the

@@ -81,7 +81,10 @@ stream_handle = operator.attrgetter("cuda_stream")
 
 
 def refuse_fake_tensor(tensor, stream=None):
-    """Reader for ``FakeTensor``: it has metadata but no memory, so it cannot be viewed.
+    """Reader for ``FakeTensor`` and ``FunctionalTensor``: metadata without memory.
+
+    torch.compile, export and make_fx trace with them; a launcher that meets one is being
+    traced, and the message says how to keep it out of the trace.
 
     Raises
     ------
@@ -89,8 +92,11 @@ def refuse_fake_tensor(tensor, stream=None):
         Always.
     """
     raise BufferError(
-        f"cannot view a {type(tensor).__name__}: fake tensors (torch._subclasses.fake_tensor) "
-        "carry shapes and dtypes but no memory")
+        f"cannot view a {type(tensor).__name__}: fake and functional tensors "
+        "(torch._subclasses) carry shapes and dtypes but no memory; to call a kernel launcher "
+        "from code torch.compile traces, register the launcher as a torch.library.custom_op "
+        "with a fake implementation (register_fake): the compiled graph then calls it with real "
+        "tensors")
 
 
 @interop_core.hookimpl
@@ -103,6 +109,8 @@ def interop_core_register(registry):
                           prepare=_reader.prepare, canaries=_reader.canaries,
                           producer_stream=producer_stream)
     registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
+    registry.add_type("torch._subclasses.functional_tensor:FunctionalTensor",
+                      reader=refuse_fake_tensor)
     for path in ("torch.cuda:Stream", "torch.cuda.streams:Stream",
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
         # torch's stream objects name pooled streams they do not own: keeping one holds nothing.

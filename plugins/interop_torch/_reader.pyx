@@ -118,6 +118,11 @@ cdef uint64_t _found_bad_keys = 0
 
 cdef bint _ready = False     # prepare() set everything above: the reader may run
 cdef bint _cuda_ok = False   # CUDA tensors are read too (CUDA was available and checked)
+# CUDA was available but not initialized when prepare() ran: validating would have created a
+# CUDA context for a process that may never use one, so the CUDA half is checked, once, when
+# the fallback meets the first CUDA tensor (CUDA is initialized then).
+cdef bint _cuda_pending = False
+cdef cuda_stream_fn _found_cuda_stream_fn = NULL   # AOTI's current-stream getter, if exported
 
 # torch.Tensor.is_neg / is_conj (owned here), for the per-call checks without the key set.
 cdef object _is_neg = None
@@ -232,9 +237,20 @@ cdef object _torch_module():
     return _torch
 
 
+# Tensors without memory meet a launcher when torch.compile / export / make_fx trace it.
+_CUSTOM_OP_HINT = (
+    "to call a kernel launcher from code torch.compile traces, register the launcher as a "
+    "torch.library.custom_op with a fake implementation (register_fake): the compiled graph "
+    "then calls it with real tensors")
+
+
 cdef str _unusable_reason(object obj):
     """Why the memory of `obj` does not mean what its metadata says, or None."""
     torch = _torch_module()
+    is_functional = getattr(torch, "_is_functional_tensor", None)
+    if is_functional is not None and is_functional(obj):
+        return ("is a functional tensor wrapper (functionalization, as torch.compile's tracing "
+                f"does) with no memory of its own; {_CUSTOM_OP_HINT}")
     if obj.is_nested:
         return "is a nested tensor (its memory is not one strided array)"
     if obj.layout is not torch.strided:
@@ -244,7 +260,7 @@ cdef str _unusable_reason(object obj):
         return (f"is quantized ({obj.dtype}); its memory holds integers that mean scaled "
                 "values; call .dequantize() or .int_repr() first")
     if obj.is_meta:
-        return "is on the meta device and has no memory"
+        return f"is on the meta device and has no memory; {_CUSTOM_OP_HINT}"
     if obj.is_conj():
         return ("has its conjugate bit set (its memory holds the unconjugated values); call "
                 ".resolve_conj() first")
@@ -284,13 +300,18 @@ def read_checked(obj, stream):
         device, conjugate or negative bit set, an efficient zero tensor; or what torch's
         DLPack export refused.
     """
+    if _cuda_pending and obj.is_cuda:
+        _check_cuda_late()
     why = _unusable_reason(obj)
     if why is not None:
         raise BufferError(f"cannot view this torch.Tensor: it {why}")
     # torch's __dlpack__ refuses tensors that require grad; the memory is the same without.
     # (The view's owner is then the detached alias, which holds the same storage.)
     if obj.requires_grad:
-        obj = obj.detach()
+        # detach() is a dispatched op: outside any fake / functional mode the caller is in, it
+        # stays a real tensor over the same memory.
+        with _real_tensors(_torch_module()):
+            obj = obj.detach()
     return StridedMemoryView.from_dlpack(obj, stream)
 
 
@@ -310,9 +331,33 @@ cdef dict _DL_BY_NAME = {
 
 def _canary_devices(torch):
     devices = [torch.device("cpu")]
-    if torch.cuda.is_available():
+    # Only where CUDA is initialized already: validation never creates a CUDA context.
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         devices.append(torch.device("cuda", torch.cuda.current_device()))
     return devices
+
+
+cdef int _check_cuda_late() except -1:
+    """The CUDA half of prepare(), at the first CUDA tensor after it (once per process)."""
+    global _cuda_pending, _cuda_ok, _get_cuda_stream
+    _cuda_pending = False
+    torch = _torch_module()
+    device = torch.device("cuda", torch.cuda.current_device())
+    _cuda_ok = True            # the check runs the reader's CUDA branch itself
+    try:
+        reason = _check_reader(torch, device)
+    except Exception as exc:  # a check that breaks is a check that failed
+        reason = f"the check raised {type(exc).__name__}: {exc}"
+    if reason is not None:
+        _cuda_ok = False
+        _details["cuda"] = f"fell back at the first CUDA tensor: {reason}"
+        return 0
+    stream_checked = _current_stream_agrees(torch, device, _found_cuda_stream_fn)
+    if stream_checked:
+        _get_cuda_stream = _found_cuda_stream_fn
+    _details["cuda"] = True
+    _details["current_stream"] = "aoti" if stream_checked else "python"
+    return 0
 
 
 def _plain_canaries(torch, device):
@@ -377,9 +422,41 @@ def canaries():
     """
     torch = _torch_module()
     out = []
-    for device in _canary_devices(torch):
-        out.extend(_plain_canaries(torch, device).values())
+    with _real_tensors(torch):
+        for device in _canary_devices(torch):
+            out.extend(_plain_canaries(torch, device).values())
     return out
+
+
+class _real_tensors:
+    """Outside torch's Python dispatch modes and functorch transforms, for validation.
+
+    Validation runs on the first torch view of the process, which may come from code that
+    torch.compile, make_fx or torch.func.functionalize is tracing: the canaries made there would
+    be fake or functional tensors without memory, and the reader would fall back for good.
+    """
+
+    def __init__(self, torch):
+        self._contexts = []
+        try:
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            self._contexts.append(_disable_current_modes())
+        except ImportError:  # a torch without dispatch modes has none to leave
+            pass
+        disable_functorch = getattr(torch._C, "_DisableFuncTorch", None)
+        if disable_functorch is not None:
+            self._contexts.append(disable_functorch())
+
+    def __enter__(self):
+        for context in self._contexts:
+            context.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for context in reversed(self._contexts):
+            context.__exit__(*exc)
+        return False
 
 
 def prepare():
@@ -400,10 +477,13 @@ def prepare():
         API when ordering needs it; None without CUDA).  Otherwise why the reader must not be
         used.
     """
+    # The details themselves, not a copy: a CUDA check made later (see _check_cuda_late) shows.
     if _details is not None:
-        return dict(_details)
-    reason = _prepare(_torch_module())
-    return reason if reason is not None else dict(_details)
+        return _details
+    torch = _torch_module()
+    with _real_tensors(torch):
+        reason = _prepare(torch)
+    return reason if reason is not None else _details
 
 
 cdef void* _open_loaded(str path):
@@ -438,6 +518,7 @@ cdef object _prepare(object torch):
     global _get_data_ptr, _get_dim, _get_sizes, _get_strides, _get_dtype, _get_device_type
     global _get_device_index, _get_layout, _get_cuda_stream, _dev_cpu, _dev_cuda
     global _layout_strided, _is_neg, _is_conj, _ready, _cuda_ok, _details
+    global _cuda_pending, _found_cuda_stream_fn
     global _keyset_at, _bad_keys, _found_keyset_at, _found_bad_keys
     _ready = False
     _is_neg = torch.Tensor.is_neg
@@ -468,6 +549,7 @@ cdef object _prepare(object torch):
     _layout_strided = (<const_fn> <uintptr_t> needed["aoti_torch_layout_strided"])()
     cdef cuda_stream_fn stream_fn = <cuda_stream_fn> _sym(handles,
                                                           "aoti_torch_get_current_cuda_stream")
+    _found_cuda_stream_fn = stream_fn
 
     cdef int i
     cdef int32_t code
@@ -507,10 +589,14 @@ cdef object _prepare(object torch):
             _cuda_ok = False
     if stream_checked:
         _get_cuda_stream = stream_fn
+    _cuda_pending = (not _cuda_ok and torch.cuda.is_available()
+                     and not torch.cuda.is_initialized())
     _details = {
         "handle": {HANDLE_DIRECT: "direct", HANDLE_MAYBE_OWNED: "maybe_owned"}[_handle_mode],
         "keyset_offset": _found_keyset_at if _found_keyset_at >= 0 else None,
-        "cuda": bool(_cuda_ok),
+        "cuda": bool(_cuda_ok) or (
+            "checked at the first CUDA tensor (CUDA was not initialized at validation)"
+            if torch.cuda.is_available() else False),
         "current_stream": ("aoti" if stream_checked else "python") if _cuda_ok else None,
     }
     return None

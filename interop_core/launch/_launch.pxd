@@ -1,0 +1,46 @@
+# The launch path: N arguments -> specialization key, pointer arrays and consumer stream, in one
+# compiled call (see _launch.pyx).
+
+from libc.stdint cimport uint8_t, uint64_t
+
+from ..core._record cimport ViewRecord
+
+
+cdef class LaunchArgs:
+    cdef Py_ssize_t n
+    cdef void* block               # one PyMem block holding the arrays below; owned, freed on dealloc
+    cdef ViewRecord* recs          # n records (tensors filled, others left initialised)
+    cdef uint64_t* values          # n slots: a tensor's data pointer, a scalar's value, 0 for None
+    cdef void** pointers           # n: data pointer (tensors), &values[i] (scalars), NULL (None)
+    cdef void** params             # n: &values[i] for every argument (cuLaunchKernel's form)
+    cdef uint8_t* kinds            # n: ARG_* of each argument
+    cdef uint8_t* ctypes           # n: the C type a scalar is stored as (CT_*), 0 otherwise
+    cdef readonly tuple args       # the arguments as given: keeps every owner alive
+    """tuple: The arguments as given (kept alive as long as the record)."""
+    cdef tuple _keepalives         # per argument, what its reader returned when that is not the
+                                   # argument itself (a DLPack holder, a view); None entries
+                                   # otherwise; the whole tuple None when no argument needed one
+    cdef readonly object key
+    """LaunchKey or None: The specialization key (``None`` with ``key=None``)."""
+    cdef readonly object stream
+    """int or None: The consumer stream handle, every producer ordered before it; ``None``
+    when no stream was given."""
+    cdef tuple _views              # built on first read of .views; owned
+    cdef str _caller               # who asked, for error messages ("launch_args" when None)
+    cdef tuple _names              # the arguments' names for error messages (None: positions)
+
+    cdef int _allocate(self, Py_ssize_t n) except -1
+    cdef int _keep(self, Py_ssize_t i, object keepalive) except -1
+    cdef object _slot_view(self, void** slots)
+    cdef str _label(self, Py_ssize_t i, bint prefix=*)
+
+
+# launch_args() for compiled callers (@viewable): `policy` is a core._key KeyPolicy value.
+# `caller` and `names` only change error messages ("f(): argument 'x'" rather than
+# "launch_args: argument 0").
+cdef LaunchArgs build_launch_args(object args, object stream, int policy, object writable,
+                                  bint same_device, object scalar_types, str caller=*,
+                                  tuple names=*)
+
+# The KeyPolicy for a `key=` argument ("static", "dynamic" or None); ValueError otherwise.
+cdef int key_policy(object key) except -1
