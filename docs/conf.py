@@ -20,7 +20,7 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 # Document this checkout: its in-place build (when there is one) and its first-party plugins,
 # ahead of any installed copy.
-if glob.glob(os.path.join(ROOT, "interop_core", "_view.*.so")):
+if glob.glob(os.path.join(ROOT, "interop_core", "**", "_view.*.so"), recursive=True):
     sys.path.insert(0, ROOT)
 sys.path.insert(1, os.path.join(ROOT, "plugins"))
 

@@ -14,11 +14,14 @@ from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
 from .registry._registry import view
+from .shards import Shard, Shards, shards  # (binds the name `shards` to the function)
 
 __all__ = [
     "Buffer",
     "LaunchArgs",
     "LaunchKey",
+    "Shard",
+    "Shards",
     "StridedLayout",
     "StridedMemoryView",
     "get_include",
@@ -27,6 +30,7 @@ __all__ = [
     "plugin_status",
     "register_plugin",
     "resolve_consumer_stream",
+    "shards",
     "to",
     "unregister_plugin",
     "view",

@@ -2,7 +2,9 @@
 
 A plugin implements one hook, :func:`interop_core_register`, marked with
 ``interop_core.hookimpl``.  It is *historic*: it runs once for every plugin, whenever the plugin
-registers (before or after the first ``view()``), and never per object.
+registers (before or after the first ``view()``), and never per object.  Everything a plugin
+knows, sharded array types included, is declared through the registry this hook receives, so
+that ``view()`` and ``shards()`` look their answers up in tables and never call pluggy.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ class InteropCoreHookSpecs:
         ----------
         registry : interop_core.plugins.PluginRegistrar
             Records this plugin's declarations: ``add_type`` (an exact type and its reader),
-            ``add_stream_type`` (stream objects of the framework) and ``add_exporter`` (a
-            zero-copy handoff into the framework).  Types are named ``"module:QualName"`` and
+            ``add_stream_type`` (stream objects of the framework), ``add_exporter`` (a
+            zero-copy handoff into the framework), ``add_sharded_type`` (how a sharded array
+            type yields its per-device shards, for ``interop_core.shards()``) and
+            ``add_shard_assembler`` (how the framework builds its object from shards, for
+            ``interop_core.to(shards, target)``).  Types are named ``"module:QualName"`` and
             resolved lazily, so the framework is never imported here.
         """

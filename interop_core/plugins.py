@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from .cuda import _streams
 from .registry import _registry, _validation
+from .shards import _shards
 
 # (No dataclasses or typing here: importing them would double the cost of `import interop_core`.)
 Any = object
@@ -41,6 +42,7 @@ __all__ = [
     "plugin_status",
     "reader_for",
     "register_plugin",
+    "shard_assembler_for",
     "unregister_plugin",
 ]
 
@@ -87,9 +89,11 @@ class _Declaration:
     def __init__(self, sequence, plugin, kind, target, value, types=()):
         self.sequence = sequence  # registration order: a later declaration overrides an earlier
         self.plugin = plugin      # name of the plugin that made it
-        self.kind = kind          # "type", "stream" or "exporter"
-        self.target = target      # a type, a "module:QualName" string, or an exporter name
-        self.value = value        # ReaderEntry, stream-handle callable, or exporter callable
+        self.kind = kind          # "type", "stream", "sharded", "exporter" or "assembler"
+        self.target = target      # a type, a "module:QualName" string, or a target name
+        # ReaderEntry, (stream-handle callable, keep_last), ShardedEntry, (exporter callable,
+        # preserves_readonly) or an assembler callable: the plugin's objects, held here.
+        self.value = value
         self.types = types        # for exporters: the types the target framework produces
 
 
@@ -119,6 +123,8 @@ _pending: dict[str, list] = {}
 _exporters: dict[str, Callable] = {}  # target name -> winning exporter
 _exporter_names_by_type: dict[type, str] = {}
 _exporter_declarations: dict[str, _Declaration] = {}
+# Target name -> the winning shard assembler (to(shards, target)).  Replaced whole by _recompute.
+shard_assemblers: dict[str, Callable] = {}
 # What to() reads without taking the lock: target name or produced type -> (exporter,
 # preserves_readonly, name).  Replaced whole (never mutated) by _recompute.
 export_table: dict = {}
@@ -279,6 +285,53 @@ class PluginRegistrar:
             _validate_target(t, "exporter types")
         self._record("exporter", target, (exporter, bool(preserves_readonly)), tuple(types))
 
+    def add_sharded_type(self, type_: type | str, shards: Callable[[Any, Any], Any], *,
+                         subclasses: bool = False) -> None:
+        """Let ``interop_core.shards()`` split objects of exactly ``type_`` into their shards.
+
+        Parameters
+        ----------
+        type_ : type or str
+            The sharded array type, or its ``"module:QualName"`` (preferred: no import needed).
+        shards : callable
+            ``shards(obj, stream) -> interop_core.Shards``: the shards this process holds,
+            built with :meth:`interop_core.Shards.from_pieces` from the framework's own local
+            pieces (``stream`` passed on to it).  Raise ``ValueError`` for layouts that have no
+            per-device pieces (partial sums, say).
+        subclasses : bool
+            Let subclasses of ``type_`` use it too (off by default, as for ``add_type``).
+
+        Notes
+        -----
+        ``view()`` of a sharded object is a different question: a plugin should also declare
+        a reader for the type (``add_type``) that refuses with a ``BufferError`` naming
+        ``interop_core.shards()``, unless the object is sometimes on one device.
+        """
+        _validate_target(type_, "type_")
+        entry = _shards.new_sharded_entry(shards, plugin=_registering, subclasses=subclasses,
+                                          type_path=_type_path(type_))
+        self._record("sharded", type_, entry)
+
+    def add_shard_assembler(self, target: str, assemble: Callable[..., Any]) -> None:
+        """Build ``target``'s object from shards: ``interop_core.to(shards, target, ...)``.
+
+        Parameters
+        ----------
+        target : str
+            The name users pass to ``to()``; usually a target this plugin exports to.
+        assemble : callable
+            ``assemble(shards, stream, **options) -> object``: the framework's object(s)
+            over the shards' memory, zero-copy (``options`` are the keywords the user gave
+            ``to()``, ``sharding=`` for jax, say).  Raise ``TypeError`` for an unknown option
+            and ``ValueError`` for options the shards do not match.  Without an assembler,
+            ``to(shards, target)`` hands each shard over on its own (a tuple).
+        """
+        if not isinstance(target, str) or not target:
+            raise TypeError(f"assembler target must be a non-empty str, got {target!r}")
+        if not callable(assemble):
+            raise TypeError(f"assemble must be callable, got {type(assemble).__name__}")
+        self._record("assembler", target, assemble)
+
 
 _registrar = PluginRegistrar()
 
@@ -438,8 +491,13 @@ def _recompute() -> None:
     readers: dict[type, Any] = {}
     stream_handles: dict[type, tuple[Callable, bool]] = {}
     exporters: dict[str, _Declaration] = {}
+    sharded: dict[type, Any] = {}
+    assemblers: dict[str, Callable] = {}
     pending: dict[str, list] = {}
     for d in declarations:
+        if d.kind == "assembler":
+            assemblers[d.target] = d.value
+            continue
         if d.kind == "exporter":
             exporters[d.target] = d
             for t in d.types:
@@ -452,6 +510,8 @@ def _recompute() -> None:
         elif d.kind == "type":
             # The type's module is imported by now: validate a checked reader (once).
             readers[resolved] = _validation.chosen_entry(d.value)
+        elif d.kind == "sharded":
+            sharded[resolved] = d.value
         else:
             stream_handles[resolved] = d.value
     _pending.clear()
@@ -466,12 +526,14 @@ def _recompute() -> None:
             resolved = _resolve(t)
             if resolved is not None:
                 _exporter_names_by_type[resolved] = name
-    global export_table
+    global export_table, shard_assemblers
+    shard_assemblers = assemblers
     table = {name: (*_exporters[name], name) for name in _exporters}
     table.update({t: table[name] for t, name in _exporter_names_by_type.items()})
     export_table = table
     _registry.set_entries(readers)
     _streams.set_stream_types(stream_handles)
+    _shards.set_sharded_types(sharded)
 
 
 def _reinstall() -> None:
@@ -549,6 +611,22 @@ def exporter_for(target: Any) -> tuple[Callable, bool, str]:
         return (*exporter, target)
 
 
+def shard_assembler_for(target: str) -> Callable | None:
+    """The callable ``to(shards, target)`` assembles with, or None (each shard handed over).
+
+    Parameters
+    ----------
+    target : str
+        An exporter target name.
+
+    Returns
+    -------
+    callable or None
+    """
+    discover()
+    return shard_assemblers.get(target)
+
+
 def plugin_status() -> list[PluginInfo]:
     """Every plugin interop-core knows of (after discovery), in name order.
 
@@ -563,7 +641,8 @@ def plugin_status() -> list[PluginInfo]:
         infos = []
         for name in sorted(_plugins):
             p = _plugins[name]
-            claims = tuple(_type_path(d.target) for d in p.declarations if d.kind == "type")
+            claims = tuple(dict.fromkeys(_type_path(d.target) for d in p.declarations
+                                         if d.kind in ("type", "sharded")))
             exporters = tuple(d.target for d in p.declarations if d.kind == "exporter")
             status, reason = p.status, p.reason
             packages = sorted({c.split(":")[0].split(".")[0] for c in claims})
@@ -577,3 +656,4 @@ def plugin_status() -> list[PluginInfo]:
 
 
 _registry.set_miss_handler(_on_miss)
+_shards.set_miss_handler(_on_miss)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,16 +11,26 @@ from pathlib import Path
 import pytest
 from cuda_probe import cuda_device_count
 
-import interop_core
+# jax reads XLA_FLAGS once, when its CPU backend starts (at the first array, not at import):
+# set here, before any test runs, it gives every test four jax CPU devices, so the sharded-array
+# tests get real multi-device jax arrays on any machine.  Everything else keeps using the first
+# device, jax's default.  A device count the caller set already is left alone.
+_HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+if _HOST_DEVICES_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_HOST_DEVICES_FLAG}=4".strip()
+
+import interop_core  # noqa: E402  (after XLA_FLAGS, though it imports no jax itself)
 
 
 def pytest_collection_modifyitems(config, items):
-    if cuda_device_count() > 0:
-        return
+    devices = cuda_device_count()
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none found: no libcuda or no device)")
+    skip_two = pytest.mark.skip(reason=f"needs two CUDA GPUs (found {devices})")
     for item in items:
-        if "gpu" in item.keywords:
+        if devices == 0 and "gpu" in item.keywords:
             item.add_marker(skip)
+        elif devices < 2 and "multi_gpu" in item.keywords:
+            item.add_marker(skip_two)
 
 
 def make_plugin(declare):

@@ -63,6 +63,10 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     # Every section that has something to measure on a CPU machine (stream needs a GPU).
     assert sections >= {"view", "readers", "to", "viewable", "launch", "ndim", "threads", "dispatch",
                         "copies", "import"}
+    if __import__("importlib").util.find_spec("jax") is not None:
+        measured = {r["group"] for r in data["results"] if r["section"] == "shards" and r["ns"]}
+        assert {"shards(jax over 2 cpu devices)", "shards(jax over 8 cpu devices)",
+                "assemble(jax over 2 cpu devices)", "assemble(jax over 8 cpu devices)"} <= measured
     assert "stream" not in sections, "CUDA stream cases must not run with --device cpu"
 
 
@@ -272,6 +276,23 @@ def test_a_relative_budget_without_rounds_compares_medians():
     assert not within_budget(row)
 
 
+def _per_shard_row(ours_rounds):
+    group = "shards(jax over 8 cpu devices)"
+    results = [Measurement("shards", group, "interop_core shards(), per shard",
+                           sorted(ours_rounds)[2], True, extra={"rounds": ours_rounds}),
+               Measurement("shards", group,
+                           "interop_core view(), one single-device array of a shard's shape "
+                           "per device, per view", 100.0, True, extra={"rounds": [100.0] * 5})]
+    (row,) = [r for r in budget_rows(results)
+              if r["line"] == "shards(jax array), per shard, 8 devices"]
+    return row
+
+
+@pytest.mark.parametrize("ours, kept", [([115, 118, 119, 116, 117], True),
+                                        ([125, 126, 127, 125, 128], False)])
+def test_a_budget_of_a_factor_scales_the_reference_path(ours, kept):
+    row = _per_shard_row(ours)
+    assert row["budget_ns"] == pytest.approx(120.0)
 @pytest.mark.parametrize("ours, fastest, kept", [
     ([90, 91, 92, 90, 91], [100, 101, 100, 102, 101], True),     # faster than the best import
     ([120, 121, 122, 120, 121], [100, 101, 100, 102, 101], False),
@@ -323,7 +344,7 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 def test_sections_are_the_documented_ones():
     assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "launch", "ndim",
-                              "threads", "dispatch", "copies", "import"]
+                              "threads", "dispatch", "shards", "copies", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():

@@ -509,7 +509,7 @@ def test_more_than_sixteen_dimensions_on_the_device(torch_cuda):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(cuda_device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.multi_gpu
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "step 2"])
 @pytest.mark.parametrize("on", ["source's device", "destination's device"])
 def test_peer_copies_between_two_devices(torch_cuda, layout, on):
@@ -525,10 +525,9 @@ def test_peer_copies_between_two_devices(torch_cuda, layout, on):
 
 
 @pytest.mark.gpu
+@pytest.mark.multi_gpu
 def test_a_stream_of_an_unrelated_device_is_refused(torch_cuda):
     torch = torch_cuda
-    if cuda_device_count() < 2:
-        pytest.skip("needs two CUDA devices")
     src = torch.ones(4, device="cuda:0")
     dst = torch.zeros(4, device="cuda:0")
     with pytest.raises(ValueError, match="stream belongs to CUDA device 1"):

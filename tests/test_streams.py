@@ -423,7 +423,7 @@ def test_views_from_many_threads_order_correctly(torch_cuda):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(cuda_device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.multi_gpu
 def test_consumer_stream_on_another_device_is_ordered(torch_cuda):
     torch = torch_cuda
     producer = torch.cuda.Stream(device=0)

@@ -18,7 +18,16 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._harness import Measurement, Settings, bound, measure, measure_threads, sample_interleaved
+from ._harness import (
+    FULL,
+    QUICK,
+    Measurement,
+    Settings,
+    bound,
+    measure,
+    measure_threads,
+    sample_interleaved,
+)
 
 __all__ = ["Case", "SECTIONS", "build_cases", "run_case", "run_group", "samples"]
 
@@ -37,6 +46,9 @@ class Case:
     # A custom measurement: settings -> (ns or None, note, extra dict).
     runner: Callable[[Settings], tuple[float | None, str, dict]] | None = None
     note: str = ""
+    # How many of the operation one call of ``fn`` does (shards() of n shards: n); the time
+    # is reported per one.
+    calls: int = 1
 
 
 def _installed(name: str) -> bool:
@@ -57,7 +69,7 @@ def run_case(case: Case, settings: Settings) -> Measurement:
             ns, note, extra = case.runner(settings)
         else:
             case.fn()  # fails fast, before any warm-up, for a path that cannot take the object
-            ns, note, extra = measure(case.fn, settings), case.note, {}
+            ns, note, extra = measure(case.fn, settings) / case.calls, case.note, {}
     except Exception as exc:  # a peer that cannot take this object is a result too
         return _failed(case, exc)
     return Measurement(case.section, case.group, case.name, ns, case.ours, note, extra)
@@ -91,10 +103,11 @@ def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
     for k, i in enumerate(timed):
         case = cases[i]
         # The rounds are kept so that two paths of the operation can be compared pairwise.
+        per_call = [x / case.calls for x in rounds[k]] if rounds is not None else None
         results[i] = (Measurement(case.section, case.group, case.name,
-                                  statistics.median(rounds[k]), case.ours, case.note,
-                                  {"rounds": [round(x, 2) for x in rounds[k]]})
-                      if rounds is not None else run_case(case, settings))
+                                  statistics.median(per_call), case.ours, case.note,
+                                  {"rounds": [round(x, 2) for x in per_call]})
+                      if per_call is not None else run_case(case, settings))
     return [results[i] for i in range(len(cases))]
 
 
@@ -929,6 +942,183 @@ def _section_readers(device: str, quick: bool) -> list[Case]:
     return cases
 
 
+# -- shards -----------------------------------------------------------------------------------
+# shards() of a jax array split by rows over n devices (each shard 32 x 32 float32), per shard,
+# beside one view() of a single-device array of a shard's shape; and assembling a jax global
+# array from per-device pieces beside jax's own make_array_from_single_device_arrays over its
+# from_dlpack per piece.  jax's CPU devices come from XLA_FLAGS, read once when jax starts, so
+# host-device runs happen in a child interpreter per device count; GPU runs in this process.
+
+SHARD_ROWS = 32
+SHARD_PATHS = {
+    "shards": ("interop_core shards(), per shard",
+               "interop_core view(), one single-device array of a shard's shape per device, per view",
+               "interop_core view(), one single-device array of a shard's shape, again and again",
+               "view() of each addressable_shards[i].data, per shard",
+               "jax __dlpack__ of each addressable shard (capsule only), per shard"),
+    "assemble": ("interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)",
+                 "interop_core to(shards, 'jax', sharding=) (shards made once)",
+                 "jax make_array_from_single_device_arrays over from_dlpack(piece, device=)",
+                 "jax make_array_from_single_device_arrays over device_put(numpy piece)"),
+}
+
+
+def _shards_groups(label: str) -> tuple[str, str]:
+    return f"shards(jax over {label})", f"assemble(jax over {label})"
+
+
+def shards_cases(devices: list, label: str) -> list[Case]:
+    """The shards section's cases over ``devices`` (jax devices of one platform)."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from .. import Shards, shards, to, view
+
+    n = len(devices)
+    host = devices[0].platform == "cpu"
+    shards_group, assemble_group = _shards_groups(label)
+    ours, per_device, single, by_hand, dlpack = SHARD_PATHS["shards"]
+    sharding = NamedSharding(Mesh(devices, ("x",)), PartitionSpec("x"))
+    whole = jax.numpy.arange(n * SHARD_ROWS * 32, dtype="float32").reshape(n * SHARD_ROWS, 32)
+    x = jax.device_put(whole, sharding)
+    # The same work without the sharded container: n single-device arrays, one on each device,
+    # viewed in turn.  (Viewing one array again and again is cheaper: the jax reader remembers
+    # the last sharding it met, which n arrays on n devices never repeat.)
+    ones = [jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), d) for d in devices]
+    cases = [
+        Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n),
+        Case("shards", shards_group, per_device, lambda: [view(a) for a in ones], ours=True,
+             calls=n),
+        Case("shards", shards_group, single, bound(view, ones[0]), ours=True),
+        Case("shards", shards_group, by_hand,
+             lambda: [view(s.data) for s in x.addressable_shards], ours=True, calls=n),
+        Case("shards", shards_group, dlpack,
+             lambda: [s.data.__dlpack__() for s in x.addressable_shards], calls=n),
+    ]
+    # Per-device pieces of another framework: torch tensors where torch is installed (64-byte
+    # aligned, so jax shares host memory), else numpy arrays on the host.
+    pieces = _shard_pieces(devices, host)
+    indices = [(slice(k * SHARD_ROWS, (k + 1) * SHARD_ROWS), slice(None)) for k in range(n)]
+    shape = (n * SHARD_ROWS, 32)
+    made = Shards.from_pieces(shape, list(zip(pieces, indices, strict=True)))
+    from_pieces, made_once, peer, peer_host = SHARD_PATHS["assemble"]
+
+    def ours_from_pieces():
+        return to(Shards.from_pieces(shape, zip(pieces, indices, strict=True)), "jax",
+                  sharding=sharding)
+
+    def peer_from_dlpack():
+        return jax.make_array_from_single_device_arrays(
+            shape, sharding, [jax.dlpack.from_dlpack(p, device=d)
+                              for p, d in zip(pieces, devices, strict=True)])
+
+    cases += [Case("shards", assemble_group, from_pieces, ours_from_pieces, ours=True),
+              Case("shards", assemble_group, made_once,
+                   bound(to, made, "jax", sharding=sharding), ours=True),
+              Case("shards", assemble_group, peer, peer_from_dlpack,
+                   note="copies each piece to its CPU device but the first" if host else "")]
+    if host:
+        import numpy as np
+
+        arrays = [np.from_dlpack(p) for p in pieces]
+        cases.append(Case("shards", assemble_group, peer_host, lambda: (
+            jax.make_array_from_single_device_arrays(
+                shape, sharding, [jax.device_put(a, d)
+                                  for a, d in zip(arrays, devices, strict=True)]))))
+    return cases
+
+
+def _shard_pieces(devices: list, host: bool) -> list:
+    if _installed("torch"):
+        import torch
+
+        return [torch.arange(SHARD_ROWS * 32, dtype=torch.float32).reshape(SHARD_ROWS, 32).to(
+            "cpu" if host else f"cuda:{d.local_hardware_id}") for d in devices]
+    import numpy as np
+
+    return [np.arange(SHARD_ROWS * 32, dtype=np.float32).reshape(SHARD_ROWS, 32)
+            for _ in devices]
+
+
+_SHARDS_CHILD = """
+import json, sys
+from interop_core.bench._cases import shards_measurements
+print("RESULTS " + json.dumps(shards_measurements(int(sys.argv[1]), sys.argv[2] == "quick")))
+"""
+
+
+def shards_measurements(count: int, quick: bool) -> list[dict]:
+    """Run the shards section over ``count`` jax CPU devices here (in a child interpreter)."""
+    import jax
+
+    devices = jax.devices("cpu")[:count]
+    if len(devices) < count:
+        raise RuntimeError(f"jax has {len(devices)} CPU devices, {count} wanted (XLA_FLAGS)")
+    cases = shards_cases(devices, f"{count} cpu devices")
+    results = []
+    for group in dict.fromkeys(c.group for c in cases):
+        results += run_group([c for c in cases if c.group == group], QUICK if quick else FULL)
+    return [r.as_dict() for r in results]
+
+
+def _host_devices_runner(count: int, group: str, name: str, cache: dict):
+    """A runner reading one path's result from the child run over ``count`` host devices."""
+    def run(settings: Settings) -> tuple[float | None, str, dict]:
+        if count not in cache:
+            import interop_core
+
+            root = os.path.dirname(os.path.dirname(os.path.abspath(interop_core.__file__)))
+            env = dict(os.environ, JAX_PLATFORMS="cpu",
+                       XLA_FLAGS=f"--xla_force_host_platform_device_count={count}",
+                       PYTHONPATH=os.pathsep.join(
+                           p for p in (root, os.environ.get("PYTHONPATH")) if p))
+            quick = "quick" if settings == QUICK else "full"
+            done = subprocess.run([sys.executable, "-c", _SHARDS_CHILD, str(count), quick],
+                                  capture_output=True, text=True, env=env, timeout=600)
+            line = next((x for x in done.stdout.splitlines() if x.startswith("RESULTS ")), None)
+            if done.returncode != 0 or line is None:
+                cache[count] = RuntimeError(
+                    f"the run over {count} jax CPU devices failed: {done.stderr.strip()[-300:]}")
+            else:
+                cache[count] = {(r["group"], r["name"]): r for r in json.loads(line[8:])}
+        found = cache[count]
+        if isinstance(found, Exception):
+            raise found
+        if (group, name) not in found:
+            raise LookupError(f"{name}: not measured in the run over {count} jax CPU devices")
+        r = found[(group, name)]
+        if r["ns"] is None:
+            raise RuntimeError(r["note"])
+        return r["ns"], r["note"], r["extra"]
+
+    return run
+
+
+def _section_shards(device: str, quick: bool) -> list[Case]:
+    if not _installed("jax"):
+        return []
+    cases: list[Case] = []
+    if "cpu" in _devices(device):
+        cache: dict = {}
+        for count in (2, 8):
+            for kind, group in zip(("shards", "assemble"),
+                                   _shards_groups(f"{count} cpu devices"), strict=True):
+                for name in SHARD_PATHS[kind]:
+                    ours = name.startswith(("interop_core", "view()"))
+                    cases.append(Case("shards", group, name, ours=ours,
+                                      runner=_host_devices_runner(count, group, name, cache)))
+    if "cuda" in _devices(device):
+        import jax
+
+        try:
+            gpus = jax.devices("gpu")
+        except RuntimeError:
+            gpus = []
+        if len(gpus) >= 2:
+            cases += shards_cases(gpus[:2], "2 cuda devices")
+    return cases
+
+
 # -- copies ---------------------------------------------------------------------------------------
 
 class _DeviceTimedGroup:
@@ -1144,6 +1334,7 @@ SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "ndim": _section_ndim,
     "threads": _section_threads,
     "dispatch": _section_dispatch,
+    "shards": _section_shards,
     "copies": _section_copies,
     "import": _section_import,
 }

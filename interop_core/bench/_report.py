@@ -31,6 +31,16 @@ __all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdo
 _LAUNCH_GROUPS = ("launch(16 × torch cuda)", "launch(16 × torch cpu)")
 _ACCESSOR_GROUPS = ("view accessors (torch cuda)", "view accessors (torch cpu)")
 _BARE = "bare attribute read (view.owner)"
+_SHARD_PER_SHARD = "interop_core shards(), per shard"
+_SHARD_VIEW = ("interop_core view(), one single-device array of a shard's shape per device, "
+               "per view")
+_SHARD_VIEW_AGAIN = ("interop_core view(), one single-device array of a shard's shape, again "
+                     "and again")
+_SHARD_BY_HAND = "view() of each addressable_shards[i].data, per shard"
+_ASSEMBLE = "interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)"
+_ASSEMBLE_PEER = "jax make_array_from_single_device_arrays over from_dlpack(piece, device=)"
+_ASSEMBLE_HOST_PEER = "jax make_array_from_single_device_arrays over device_put(numpy piece)"
+
 BUDGET: tuple[tuple[str, float | str | tuple[str, float] | tuple[str, float, float],
                     tuple[str, ...], str,
                     tuple[str, ...]], ...] = (
@@ -56,6 +66,16 @@ BUDGET: tuple[tuple[str, float | str | tuple[str, float] | tuple[str, float, flo
      ("cupy.from_dlpack",)),
     ("to(cupy array, \"torch\")", 2000, ("to(cupy cuda, 'torch')",), "interop_core to()",
      ("torch.from_dlpack",)),
+    ("shards(jax array), per shard, 2 devices", (_SHARD_VIEW, 1.2),
+     ("shards(jax over 2 cuda devices)", "shards(jax over 2 cpu devices)"), _SHARD_PER_SHARD,
+     (_SHARD_BY_HAND, _SHARD_VIEW_AGAIN)),
+    ("shards(jax array), per shard, 8 devices", (_SHARD_VIEW, 1.2),
+     ("shards(jax over 8 cpu devices)",), _SHARD_PER_SHARD, (_SHARD_BY_HAND, _SHARD_VIEW_AGAIN)),
+    ("to(shards, \"jax\", sharding=), 2 devices", _ASSEMBLE_PEER,
+     ("assemble(jax over 2 cuda devices)", "assemble(jax over 2 cpu devices)"), _ASSEMBLE,
+     (_ASSEMBLE_HOST_PEER,)),
+    ("to(shards, \"jax\", sharding=), 8 devices", _ASSEMBLE_PEER,
+     ("assemble(jax over 8 cpu devices)",), _ASSEMBLE, (_ASSEMBLE_HOST_PEER,)),
     ("copy_to, contiguous D2D, ≥ 90% of torch's throughput", ("torch Tensor.copy_", 1 / 0.9),
      ("copy D2D 256 MiB contiguous", "copy D2D 64 MiB contiguous"), "interop_core copy_from",
      ("torch Tensor.copy_", "cupy copyto")),
@@ -126,6 +146,7 @@ SECTION_TITLES = {
     "ndim": "cost against the number of dimensions",
     "threads": "threads viewing at once (ns per call seen by each thread)",
     "dispatch": "what the exact-type table lookup adds (measured in C, paired blocks)",
+    "shards": "shards() of sharded jax arrays, per shard, and assembling a jax global array",
     "copies": "copies: host copies against numpy (host time); GPU copies against torch and "
               "cupy on the same buffers (device time, CUDA events)",
     "import": "import time (fresh interpreter, median)",

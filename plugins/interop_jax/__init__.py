@@ -25,11 +25,19 @@ export on canary arrays and falls back to ``__dlpack__`` if anything differs.
     ordered later, orders jax's pending work onto jax's own stream for external ready events
     and reports that stream.
 
-* Arrays sharded over several devices, deleted or donated arrays, and arrays on a device of
-  another process raise ``BufferError`` naming the problem.
+* Arrays sharded over several devices (``interop_core.shards()`` views those, see below),
+  deleted or donated arrays, and arrays on a device of another process raise ``BufferError``
+  naming the problem.
 * A metadata-only view holds the array, not jax's buffer: do not ``delete()`` or donate the
   array while such a view is in use (jax frees the buffer regardless of references).  A
   stream-ordered view holds jax's DLPack tensor (an external reference), which keeps the buffer.
+
+Sharded arrays
+--------------
+``interop_core.shards(x)`` yields one view per addressable shard from jax's own
+``addressable_shards``; ``interop_core.to(shards, "jax", sharding=...)`` assembles a global
+array from per-device pieces of any framework with ``jax.make_array_from_single_device_arrays``
+(``_sharded.py``).
 
 Exporting
 ---------
@@ -157,7 +165,8 @@ def producer_stream(array):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare jax's array types (core reader ``"jax"``) and the ``"jax"`` exporter."""
+    """Declare jax's array types (core reader ``"jax"``, sharded through ``addressable_shards``),
+    the ``"jax"`` exporter and its shard assembler."""
     from interop_core import _jax_reader  # compiled; registers "jax"; imports no jax
 
     for path in ARRAY_TYPES:
@@ -166,3 +175,8 @@ def interop_core_register(registry):
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("jax", _jax_reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
+    from ._sharded import assemble_jax, jax_shards
+
+    for path in ARRAY_TYPES:
+        registry.add_sharded_type(path, jax_shards)
+    registry.add_shard_assembler("jax", assemble_jax)

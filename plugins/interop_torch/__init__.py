@@ -31,6 +31,12 @@ the DLPack C exchange API of both sides (``_reader.to_torch``).  torch tensors c
 read-only: a read-only source gives a writable tensor (``to()`` warns with
 ``ReadOnlyHandoffWarning``).
 
+Sharded tensors
+---------------
+``torch.distributed.tensor.DTensor`` is a sharded type: ``interop_core.shards(dtensor)`` views
+this rank's shard and locates it in the global tensor, ``view(dtensor)`` refuses, and
+``to(shards, "torch")`` gives per-device tensors or a ``DTensor`` (``_sharded.py``).
+
 Loading this module imports no framework.
 """
 
@@ -95,7 +101,8 @@ def refuse_fake_tensor(tensor, stream=None):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare torch's tensor types (the AOTI reader, validated once), streams and exporter."""
+    """Declare torch's tensor types (the AOTI reader, validated once), streams, exporter, and
+    ``DTensor`` as a sharded type with its assembler."""
     reader = _reader.reader_capsule()
     for path in _TENSOR_TYPES:
         registry.add_type(path, reader=reader, fallback=_reader.read_checked,
@@ -111,3 +118,9 @@ def interop_core_register(registry):
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("torch", _reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False)
+    from ._sharded import DTENSOR_TYPES, assemble_torch, dtensor_shards, refuse_dtensor
+
+    for path in DTENSOR_TYPES:
+        registry.add_type(path, reader=refuse_dtensor)
+        registry.add_sharded_type(path, dtensor_shards)
+    registry.add_shard_assembler("torch", assemble_torch)

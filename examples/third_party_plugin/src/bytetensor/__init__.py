@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
-__all__ = ["DTYPES", "ByteTensor", "CTensor", "buffer_address"]
+__all__ = ["DTYPES", "ByteTensor", "CTensor", "ShardedByteTensor", "buffer_address"]
 __version__ = "0.1.0"
 
 # The same idea with its metadata in a C struct (ctensor.h), as compiled array libraries keep
@@ -236,6 +236,57 @@ class ByteTensor:
     def __repr__(self) -> str:
         return (f"ByteTensor(shape={self.shape}, strides={self.strides}, dtype={self.dtype!r}, "
                 f"offset={self.offset}, readonly={self.readonly})")
+
+
+class ShardedByteTensor:
+    """A tensor split into row blocks, each a :class:`ByteTensor` of its own (no copy).
+
+    The stand-in for a framework's sharded array type: a global ``shape`` and ``dtype``, and
+    ``blocks`` that each hold rows ``offsets[i]:offsets[i] + blocks[i].shape[0]``.
+
+    >>> t = ShardedByteTensor.split(ByteTensor.arange(12, "int32").reshape(6, 2), 3)
+    >>> t.shape, t.offsets, [b.shape for b in t.blocks]
+    ((6, 2), (0, 2, 4), [(2, 2), (2, 2), (2, 2)])
+
+    Parameters
+    ----------
+    blocks : sequence of ByteTensor
+        Row blocks, top to bottom, of one dtype and the same trailing dimensions.
+
+    Raises
+    ------
+    ValueError
+        If there are no blocks, or they differ in dtype or trailing dimensions.
+    """
+
+    __slots__ = ("blocks", "dtype", "offsets", "shape")
+
+    def __init__(self, blocks):
+        blocks = tuple(blocks)
+        if not blocks:
+            raise ValueError("a ShardedByteTensor needs at least one block")
+        first = blocks[0]
+        if any(b.dtype != first.dtype or b.shape[1:] != first.shape[1:] or not b.shape
+               for b in blocks):
+            raise ValueError("blocks must share a dtype and trailing dimensions, and be >= 1-d")
+        offsets, row = [], 0
+        for b in blocks:
+            offsets.append(row)
+            row += b.shape[0]
+        self.blocks = blocks
+        self.dtype = first.dtype
+        self.offsets = tuple(offsets)
+        self.shape = (row, *first.shape[1:])
+
+    @classmethod
+    def split(cls, tensor, parts):
+        """``tensor`` cut into ``parts`` row blocks (views of its memory, no copy)."""
+        rows = tensor.shape[0]
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        return cls(tensor[bounds[i]:bounds[i + 1]] for i in range(parts))
+
+    def __repr__(self) -> str:
+        return f"ShardedByteTensor(shape={self.shape}, dtype={self.dtype!r}, blocks={len(self.blocks)})"
 
 
 def _count(shape) -> int:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import interop_core
 
-__all__ = ["export_bytetensor", "interop_core_register", "read_bytetensor"]
+__all__ = ["export_bytetensor", "interop_core_register", "read_bytetensor",
+           "shards_of_sharded_bytetensor"]
 
 #: DLPack device type of host memory (kDLCPU).
 _KDL_CPU = 1
@@ -106,9 +107,32 @@ def export_bytetensor(view, stream=None):
                                  view.readonly)
 
 
+def shards_of_sharded_bytetensor(obj, stream=None):
+    """The shards of a ``bytetensor.ShardedByteTensor``: one per row block.
+
+    Parameters
+    ----------
+    obj : bytetensor.ShardedByteTensor
+    stream : object, optional
+        Passed on (host memory needs no ordering).
+
+    Returns
+    -------
+    interop_core.Shards
+        Each block viewed through this plugin's reader, located by its row offset; the blocks
+        are all of the tensor, so ``complete=True`` has interop-core check that they tile it.
+    """
+    rest = tuple(slice(None) for _ in obj.shape[1:])
+    pieces = [(block, (slice(offset, offset + block.shape[0]), *rest))
+              for block, offset in zip(obj.blocks, obj.offsets, strict=True)]
+    return interop_core.Shards.from_pieces(obj.shape, pieces, stream=stream, dtype=obj.dtype,
+                                           complete=True, source=obj)
+
+
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare ``bytetensor.ByteTensor``, its reader and the ``"bytetensor"`` exporter.
+    """Declare ``bytetensor.ByteTensor``, its reader, the ``"bytetensor"`` exporter, and
+    ``bytetensor.ShardedByteTensor`` as a sharded type.
 
     Parameters
     ----------
@@ -121,3 +145,4 @@ def interop_core_register(registry):
     registry.add_type("bytetensor:CTensor", reader=_creader.reader_capsule())
     registry.add_exporter("bytetensor", export_bytetensor, types=("bytetensor:ByteTensor",),
                           preserves_readonly=True)
+    registry.add_sharded_type("bytetensor:ShardedByteTensor", shards_of_sharded_bytetensor)

@@ -1,0 +1,549 @@
+"""interop_core.shards(): per-device views of sharded arrays, and assembling them back.
+
+jax runs here with four CPU devices (tests/conftest.py sets XLA_FLAGS before jax starts), so
+its sharded arrays are real multi-device arrays on any machine.  torch DTensor and
+jax.distributed across processes: test_shards_distributed.py.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+import weakref
+
+import pytest
+
+import interop_core
+from interop_core import Shard, Shards
+from interop_core.plugins import ReadOnlyHandoffWarning
+
+np = pytest.importorskip("numpy")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def _blocks(found) -> list:
+    """Each shard's index as [(start, stop), ...]."""
+    return [[(s.start, s.stop) for s in shard.index] for shard in found]
+
+
+def _aligned(shape, dtype=np.float32, align=64):
+    """A numpy array whose data starts on an `align`-byte boundary (jax shares only those)."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + align, np.uint8)
+    offset = (-raw.ctypes.data) % align
+    out = raw[offset:offset + n].view(dtype).reshape(shape)
+    out[...] = np.arange(out.size).reshape(shape)
+    return out
+
+
+def _host_values(view):
+    return np.asarray(interop_core.to(view, "numpy"))
+
+
+@pytest.fixture(scope="module")
+def jax():
+    jax = pytest.importorskip("jax")
+    if len(jax.devices("cpu")) < 4:
+        pytest.fail("these tests need jax's four CPU devices: tests/conftest.py sets XLA_FLAGS="
+                    "--xla_force_host_platform_device_count=4 before jax starts, unless "
+                    "XLA_FLAGS already set a device count or jax started earlier")
+    return jax
+
+
+def _mesh(jax, shape, names):
+    from jax.sharding import Mesh
+
+    count = int(np.prod(shape))
+    return Mesh(np.array(jax.devices("cpu")[:count]).reshape(shape), names)
+
+
+def _sharding(jax, kind):
+    from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    if kind == "single_device":
+        return SingleDeviceSharding(jax.devices("cpu")[1])
+    if kind == "rows":
+        return NamedSharding(_mesh(jax, (4,), ("x",)), PartitionSpec("x"))
+    if kind == "grid":
+        return NamedSharding(_mesh(jax, (2, 2), ("x", "y")), PartitionSpec("x", "y"))
+    if kind == "rows_replicated":
+        return NamedSharding(_mesh(jax, (2, 2), ("x", "y")), PartitionSpec("x"))
+    if kind == "columns_replicated":
+        return NamedSharding(_mesh(jax, (2, 2), ("x", "y")), PartitionSpec(None, "y"))
+    if kind == "replicated":
+        return NamedSharding(_mesh(jax, (2, 2), ("x", "y")), PartitionSpec())
+    if kind == "gspmd":
+        named = _sharding(jax, "grid")
+        return _gspmd_type(jax)(tuple(named.mesh.devices.flat), named._to_xla_hlo_sharding(2))
+    if kind == "positional":
+        return jax.sharding.PositionalSharding(jax.devices("cpu")[:4]).reshape(2, 2)
+    raise ValueError(kind)
+
+
+def _gspmd_type(jax):
+    found = getattr(jax.sharding, "GSPMDSharding", None)
+    if found is None:
+        from jax._src import sharding_impls
+
+        found = getattr(sharding_impls, "GSPMDSharding", None)
+    return found
+
+
+def _sharding_kinds():
+    kinds = ["single_device", "rows", "grid", "rows_replicated", "columns_replicated",
+             "replicated"]
+    try:
+        import jax
+    except ImportError:
+        return kinds
+    # GSPMDSharding and PositionalSharding exist only in some jax versions: tested where they do.
+    if _gspmd_type(jax) is not None:
+        kinds.append("gspmd")
+    if hasattr(jax.sharding, "PositionalSharding"):
+        kinds.append("positional")
+    return kinds
+
+
+SHARDINGS = _sharding_kinds()
+
+
+def _sharded(jax, kind, dtype="float32", shape=(8, 6)):
+    whole = np.arange(int(np.prod(shape))).reshape(shape).astype(dtype)
+    return whole, jax.device_put(whole, _sharding(jax, kind))
+
+
+# --- single-device objects: one shard covering everything ---------------------------------------
+
+def _plain(framework):
+    if framework == "numpy":
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        return a, a.ctypes.data
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        return t, t.data_ptr()
+    if framework == "jax":
+        jax = pytest.importorskip("jax")
+        x = jax.device_put(np.arange(12, dtype=np.float32).reshape(3, 4), jax.devices("cpu")[0])
+        return x, x.unsafe_buffer_pointer()
+    if framework == "view":
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        return interop_core.view(a), a.ctypes.data
+    raise ValueError(framework)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax", "view"])
+def test_single_device_array_is_one_shard_covering_it(framework):
+    obj, ptr = _plain(framework)
+    found = interop_core.shards(obj)
+    assert isinstance(found, Shards) and len(found) == 1
+    (shard,) = found
+    assert isinstance(shard, Shard)
+    assert found.shape == (3, 4) and found.dtype == np.float32 and found.ndim == 2
+    assert found.dlpack_dtype == (2, 32, 1)
+    assert found.complete and found.source is obj
+    assert shard.index == (slice(0, 3), slice(0, 4)) and shard.replica == 0
+    assert shard.view.ptr == ptr and shard.device == (1, 0)
+    np.testing.assert_array_equal(_host_values(shard.view), np.arange(12).reshape(3, 4))
+
+
+def test_shards_is_a_read_only_sequence():
+    from collections.abc import Sequence
+
+    found = interop_core.shards(np.zeros((2, 2), np.float32))
+    assert isinstance(found, Sequence)
+    assert list(found) == [found[0]] == list(reversed(found)) == list(found[:])
+    assert found.index(found[0]) == 0 and found.count(found[0]) == 1 and found[0] in found
+    with pytest.raises(TypeError):
+        found[0] = None
+    with pytest.raises(TypeError):
+        Shards()
+    with pytest.raises(TypeError):
+        Shard()
+
+
+# --- jax arrays under every sharding ------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", SHARDINGS)
+def test_jax_shards_are_jaxs_own_addressable_shards(jax, kind):
+    whole, x = _sharded(jax, kind)
+    found = interop_core.shards(x)
+    mine = x.addressable_shards
+    assert len(found) == len(mine)
+    assert found.shape == whole.shape and found.dtype == whole.dtype
+    assert found.complete and found.source is x
+    for shard, theirs in zip(found, mine, strict=True):
+        assert shard.view.ptr == theirs.data.unsafe_buffer_pointer()
+        assert [(s.start, s.stop) for s in shard.index] == [
+            s.indices(n)[:2] for s, n in zip(theirs.index, whole.shape, strict=True)]
+        assert shard.replica == theirs.replica_id
+        assert shard.device == (1, 0) and shard.view.readonly
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
+@pytest.mark.parametrize("kind", ["rows_replicated", "replicated"])
+def test_replicated_blocks_are_reported_once_per_copy(jax, kind):
+    _, x = _sharded(jax, kind)
+    found = interop_core.shards(x)
+    copies: dict = {}
+    for block, shard in zip(_blocks(found), found, strict=True):
+        copies.setdefault(tuple(block), []).append(shard.replica)
+    assert all(sorted(ids) == list(range(len(ids))) for ids in copies.values())
+    assert sum(len(ids) for ids in copies.values()) == 4
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "float16", "float32",
+                                   "complex64"])
+def test_jax_shards_keep_the_element_type(jax, dtype):
+    whole, x = _sharded(jax, "grid", dtype)
+    found = interop_core.shards(x)
+    assert found.dtype == np.dtype(dtype)
+    for shard in found:
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
+def test_jax_shards_of_a_three_dimensional_array_split_in_the_middle(jax):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    whole = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    x = jax.device_put(whole, NamedSharding(_mesh(jax, (4,), ("x",)), PartitionSpec(None, "x")))
+    found = interop_core.shards(x)
+    assert _blocks(found) == [[(0, 2), (2 * i, 2 * i + 2), (0, 3)] for i in range(4)]
+    for shard in found:
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
+def test_view_of_a_sharded_jax_array_names_shards(jax):
+    _, x = _sharded(jax, "rows")
+    with pytest.raises(BufferError, match=r"use interop_core\.shards\(\) for one view per"):
+        interop_core.view(x)
+
+
+# --- assembling ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", SHARDINGS)
+def test_jax_round_trip_shares_every_device_buffer(jax, kind):
+    whole, x = _sharded(jax, kind)
+    back = interop_core.to(interop_core.shards(x), "jax")
+    assert back.sharding == x.sharding and back.shape == x.shape
+    assert [s.data.unsafe_buffer_pointer() for s in back.addressable_shards] == [
+        s.data.unsafe_buffer_pointer() for s in x.addressable_shards]
+    np.testing.assert_array_equal(np.asarray(back), whole)
+
+
+def _pieces(framework, whole, parts):
+    """`whole` cut into row blocks, each a separate (64-byte aligned) object of `framework`."""
+    rows = whole.shape[0] // parts
+    blocks = [_aligned((rows, *whole.shape[1:])) for _ in range(parts)]
+    for i, block in enumerate(blocks):
+        block[...] = whole[i * rows:(i + 1) * rows]
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        blocks = [torch.from_numpy(b) for b in blocks]
+    elif framework == "view":
+        blocks = [interop_core.view(b) for b in blocks]
+    return [(b, (slice(i * rows, (i + 1) * rows), slice(None))) for i, b in enumerate(blocks)]
+
+
+def _ptr(obj):
+    return interop_core.view(obj).ptr
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "view"])
+def test_pieces_of_any_framework_assemble_into_a_jax_array_without_copies(jax, framework):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    pieces = _pieces(framework, whole, 4)
+    found = Shards.from_pieces(whole.shape, pieces, complete=True)
+    sharding = NamedSharding(_mesh(jax, (4,), ("x",)), PartitionSpec("x"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a copy would warn (JaxCopyWarning)
+        x = interop_core.to(found, "jax", sharding=sharding)
+    assert x.sharding == sharding
+    assert [s.data.unsafe_buffer_pointer() for s in x.addressable_shards] == [
+        _ptr(piece) for piece, _ in pieces]
+    np.testing.assert_array_equal(np.asarray(x), whole)
+
+
+def test_host_blocks_serve_every_replica_of_a_replicated_sharding(jax):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    pieces = _pieces("numpy", whole, 2)
+    found = Shards.from_pieces(whole.shape, pieces, complete=True)
+    sharding = NamedSharding(_mesh(jax, (2, 2), ("x", "y")), PartitionSpec("x"))
+    x = interop_core.to(found, "jax", sharding=sharding)
+    np.testing.assert_array_equal(np.asarray(x), whole)
+    assert {s.data.unsafe_buffer_pointer() for s in x.addressable_shards} == {
+        _ptr(piece) for piece, _ in pieces}
+
+
+@pytest.mark.parametrize("kind", ["rows", "grid", "replicated"])
+def test_shards_hand_over_to_torch_one_tensor_each(jax, kind):
+    torch = pytest.importorskip("torch")
+    whole, x = _sharded(jax, kind)
+    found = interop_core.shards(x)
+    with pytest.warns(ReadOnlyHandoffWarning):   # jax memory is read-only; torch's cannot be
+        tensors = interop_core.to(found, "torch")
+    assert isinstance(tensors, tuple) and len(tensors) == len(found)
+    for tensor, shard in zip(tensors, found, strict=True):
+        assert isinstance(tensor, torch.Tensor) and tensor.data_ptr() == shard.view.ptr
+        np.testing.assert_array_equal(tensor.numpy(), whole[shard.index])
+
+
+@pytest.mark.parametrize("target", ["numpy", "torch"])
+def test_a_target_without_options_gets_one_object_per_shard(target):
+    if target == "torch":
+        pytest.importorskip("torch")
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    pieces = _pieces("numpy", whole, 2)
+    out = interop_core.to(Shards.from_pieces(whole.shape, pieces), target)
+    assert [_ptr(o) for o in out] == [_ptr(p) for p, _ in pieces]
+
+
+# --- the third-party plugin's sharded type (examples/third_party_plugin) ------------------------
+
+def test_third_party_sharded_type_yields_shards_through_its_plugin():
+    bytetensor = pytest.importorskip(
+        "bytetensor", reason="pip install -e examples/third_party_plugin to run the example's tests")
+    whole = bytetensor.ByteTensor.arange(12, "float32").reshape(6, 2)
+    sharded = bytetensor.ShardedByteTensor.split(whole, 3)
+    found = interop_core.shards(sharded)
+    assert interop_core.plugins._shards.sharded_entry_for(type(sharded)).plugin == "bytetensor"
+    assert found.shape == (6, 2) and found.complete and found.source is sharded
+    assert _blocks(found) == [[(0, 2), (0, 2)], [(2, 4), (0, 2)], [(4, 6), (0, 2)]]
+    assert [s.view.ptr for s in found] == [b.data_ptr for b in sharded.blocks]
+    assert [_host_values(s.view).tolist() for s in found] == [b.tolist() for b in sharded.blocks]
+
+
+# --- the plugin hook ----------------------------------------------------------------------------
+
+class Halves:
+    """A test framework's sharded type: an array kept as two halves along rows."""
+
+    def __init__(self, top, bottom):
+        self.top, self.bottom = top, bottom
+
+
+def _halves_shards(obj, stream):
+    rows = obj.top.shape[0]
+    total = rows + obj.bottom.shape[0]
+    return Shards.from_pieces((total, *obj.top.shape[1:]),
+                              [(obj.top, (slice(0, rows), slice(None))),
+                               (obj.bottom, (slice(rows, total), slice(None)))],
+                              stream=stream, complete=True, source=obj)
+
+
+def test_a_plugin_declares_a_sharded_type(registered):
+    registered(lambda r: r.add_sharded_type(Halves, _halves_shards), "halves")
+    top, bottom = np.zeros((2, 3), np.float32), np.ones((3, 3), np.float32)
+    found = interop_core.shards(Halves(top, bottom))
+    assert _blocks(found) == [[(0, 2), (0, 3)], [(2, 5), (0, 3)]]
+    assert [s.view.ptr for s in found] == [top.ctypes.data, bottom.ctypes.data]
+    assert "test_shards:Halves" in {c for i in interop_core.plugin_status()
+                                    if i.name == "halves" for c in i.claims}
+
+
+class SubHalves(Halves):
+    pass
+
+
+@pytest.mark.parametrize("subclasses", [True, False])
+def test_subclasses_use_a_sharded_type_only_when_declared(registered, subclasses):
+    registered(lambda r: r.add_sharded_type(Halves, _halves_shards, subclasses=subclasses),
+               "halves")
+    obj = SubHalves(np.zeros((2, 3), np.float32), np.ones((2, 3), np.float32))
+    if subclasses:
+        assert len(interop_core.shards(obj)) == 2
+    else:
+        with pytest.raises(TypeError, match="add_sharded_type"):
+            interop_core.shards(obj)
+
+
+def test_a_later_declaration_overrides_and_unregistering_restores(registered):
+    def other(obj, stream):
+        return Shards.from_pieces((5, 3), [(np.zeros((5, 3), np.float32), (slice(None),) * 2)])
+
+    registered(lambda r: r.add_sharded_type(Halves, _halves_shards), "halves")
+    name = registered(lambda r: r.add_sharded_type(Halves, other), "halves-override")
+    obj = Halves(np.zeros((2, 3), np.float32), np.ones((3, 3), np.float32))
+    assert len(interop_core.shards(obj)) == 1
+    interop_core.unregister_plugin(name)
+    assert len(interop_core.shards(obj)) == 2
+
+
+def test_a_plugin_declares_a_shard_assembler(registered):
+    seen = {}
+
+    def assemble(found, stream, **options):
+        seen.update(options, count=len(found), stream=stream)
+        return "assembled"
+
+    registered(lambda r: (r.add_exporter("halfstack", lambda v, s: v),
+                          r.add_shard_assembler("halfstack", assemble)), "halfstack")
+    found = interop_core.shards(np.zeros(3, np.float32))
+    assert interop_core.to(found, "halfstack", None, colour="blue") == "assembled"
+    assert seen == {"colour": "blue", "count": 1, "stream": None}
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+def test_host_shards_take_a_per_device_stream_dict_without_ordering():
+    found = interop_core.shards(np.zeros(4, np.float32), stream={0: 0})
+    assert found[0].view.ptr != 0
+    pieces = _pieces("numpy", np.zeros((4, 2), np.float32), 2)
+    assert len(Shards.from_pieces((4, 2), pieces, stream={})) == 2
+
+
+def test_stream_for_device_picks_each_cuda_devices_stream():
+    from interop_core.shards import stream_for_device
+
+    streams = {0: 11, 1: 22}
+    assert stream_for_device(streams, (2, 1)) == 22
+    assert stream_for_device(streams, (1, 0)) is None
+    assert stream_for_device(7, (2, 3)) == 7
+    with pytest.raises(ValueError, match="no entry for CUDA device 5"):
+        stream_for_device(streams, (2, 5))
+
+
+# --- lifetime -----------------------------------------------------------------------------------
+
+def test_shards_keep_their_pieces_alive():
+    top, bottom = _aligned((2, 3)), _aligned((2, 3))
+    alive = [weakref.ref(top.base), weakref.ref(bottom.base)]
+    found = Shards.from_pieces((4, 3), [(top, (slice(0, 2), slice(None))),
+                                        (bottom, (slice(2, 4), slice(None)))])
+    del top, bottom
+    gc.collect()
+    assert all(ref() is not None for ref in alive)
+    assert _host_values(found[1].view)[0, 0] == 0.0
+    del found
+    gc.collect()
+    assert all(ref() is None for ref in alive)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+_ROW = np.zeros((2, 3), np.float32)
+
+BAD_PIECES = {
+    "overlapping blocks": ((4, 3), [(_ROW, (slice(0, 2), slice(None))),
+                                    (_ROW, (slice(1, 3), slice(None)))],
+                           ValueError, "overlap without being the same block"),
+    "a gap": ((5, 3), [(_ROW, (slice(0, 2), slice(None))), (_ROW, (slice(3, 5), slice(None)))],
+              ValueError, "cover 12 of the 15 elements"),
+    "outside the shape": ((4, 3), [(_ROW, (slice(3, 5), slice(None)))],
+                          ValueError, r"does not lie within 0:4"),
+    "negative start": ((4, 3), [(_ROW, (slice(-2, None), slice(None)))],
+                       ValueError, r"does not lie within 0:4"),
+    "extent differs from the data": ((4, 3), [(_ROW, (slice(0, 3), slice(None)))],
+                                     ValueError, r"spans \(3, 3\) but its data has shape \(2, 3\)"),
+    "a step": ((4, 3), [(_ROW, (slice(0, 4, 2), slice(None)))], ValueError, "has a step"),
+    "an int index": ((4, 3), [(_ROW, (0, slice(None)))], TypeError, "must be a slice"),
+    "float bounds": ((4, 3), [(_ROW, (slice(0.0, 2.0), slice(None)))], TypeError,
+                     "integer bounds"),
+    "index of the wrong length": ((4, 3), [(_ROW, (slice(0, 2),))], ValueError,
+                                  "has 1 entries for a 2-d"),
+    "index not a tuple": ((4, 3), [(_ROW, slice(0, 2))], TypeError, "tuple of slices"),
+    "data of another rank": ((4, 3, 1), [(_ROW, (slice(0, 2), slice(None), slice(None)))],
+                             ValueError, "is 2-d"),
+    "dtypes differ": ((4, 3), [(_ROW, (slice(0, 2), slice(None))),
+                               (_ROW.astype(np.int32), (slice(2, 4), slice(None)))],
+                      ValueError, "differs from the global dtype"),
+    "same block, same replica": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), 1),
+                                          (_ROW, (slice(0, 2), slice(None)), 1)],
+                                 ValueError, "same replica id 1"),
+    "negative replica": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), -1)], ValueError,
+                         "negative"),
+    "a piece of four items": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), 0, 0)], TypeError,
+                              "got 4 items"),
+    "a piece that is no shard": ((2, 3), [object()], TypeError, "replica_id attributes"),
+    "data that cannot be viewed": ((2, 3), [(object(), (slice(0, 2), slice(None)))],
+                                   TypeError, "cannot view"),
+    "no pieces and no dtype": ((2, 3), [], ValueError, "pass dtype="),
+    "a negative extent": ((-1, 3), [], ValueError, "negative extent"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_PIECES, ids=list(BAD_PIECES))
+def test_pieces_that_do_not_tile_the_global_shape_are_refused(case):
+    shape, pieces, error, message = BAD_PIECES[case]
+    with pytest.raises(error, match=message):
+        Shards.from_pieces(shape, pieces, complete=True, dtype=None)
+
+
+def test_no_pieces_with_a_dtype_is_an_empty_collection():
+    empty = Shards.from_pieces((4, 3), [], dtype="float32")
+    assert len(empty) == 0 and empty.dtype == np.float32 and not empty.complete
+
+
+class Unknown:
+    """A sharded-looking type that no plugin declares and no protocol describes."""
+
+    blocks = ()
+
+
+def test_a_sharded_type_without_a_plugin_is_a_type_error():
+    with pytest.raises(TypeError, match=r"no plugin declares how test_shards\.Unknown yields "
+                                        r"shards \(registry\.add_sharded_type\)"):
+        interop_core.shards(Unknown())
+
+
+def test_a_plugin_returning_something_else_than_shards_is_a_type_error(registered):
+    registered(lambda r: r.add_sharded_type(Halves, lambda obj, stream: [obj.top]), "halves")
+    with pytest.raises(TypeError, match="returned list, not Shards"):
+        interop_core.shards(Halves(_ROW, _ROW))
+
+
+def test_a_plugin_must_give_a_callable():
+    # A hook that raises is not registered; the error names what was wrong.
+    with pytest.raises(RuntimeError, match="TypeError: shards must be callable"):
+        interop_core.register_plugin(
+            __import__("conftest").make_plugin(lambda r: r.add_sharded_type(Halves, None)),
+            name="halves-bad")
+
+
+def test_options_are_only_for_shards():
+    with pytest.raises(TypeError, match="apply only to shards"):
+        interop_core.to(np.zeros(3, np.float32), "numpy", sharding=None)
+
+
+def test_options_for_a_target_without_an_assembler_are_a_type_error():
+    found = interop_core.shards(np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match="no plugin assembles shards for 'numpy'"):
+        interop_core.to(found, "numpy", sharding=None)
+
+
+def test_assembling_needs_a_sharding_unless_the_shards_came_from_jax(jax):
+    found = interop_core.shards(np.zeros((4, 3), np.float32))
+    with pytest.raises(TypeError, match="needs sharding="):
+        interop_core.to(found, "jax")
+    with pytest.raises(TypeError, match="must be a jax.sharding.Sharding"):
+        interop_core.to(found, "jax", sharding="rows")
+
+
+@pytest.mark.parametrize("requested", ["columns", "more_devices", "replicated"])
+def test_a_sharding_that_does_not_match_the_shards_is_a_value_error(jax, requested):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    found = Shards.from_pieces(whole.shape, _pieces("numpy", whole, 2), complete=True)
+    mesh = _mesh(jax, (2,), ("x",))
+    sharding = {
+        "columns": NamedSharding(mesh, PartitionSpec(None, "x")),
+        "more_devices": NamedSharding(_mesh(jax, (4,), ("x",)), PartitionSpec("x")),
+        "replicated": NamedSharding(mesh, PartitionSpec()),
+    }[requested]
+    with pytest.raises(ValueError, match="the requested sharding does not match the shards"):
+        interop_core.to(found, "jax", sharding=sharding)
+
+
+def test_a_sharding_that_cannot_lay_out_the_shape_is_a_value_error(jax):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    found = Shards.from_pieces((6, 3), [(np.zeros((6, 3), np.float32), (slice(None),) * 2)])
+    with pytest.raises(ValueError, match="cannot lay out the global shape"):
+        interop_core.to(found, "jax",
+                        sharding=NamedSharding(_mesh(jax, (4,), ("x",)), PartitionSpec("x")))
