@@ -4,6 +4,7 @@ Every ``_*.pyx`` under ``interop_core/`` (the core's layers) and ``plugins/`` (f
 plugins' compiled readers) is one extension module named after its path.
 """
 
+import os
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -43,6 +44,6 @@ setup(
             "initializedcheck": False,
             "cdivision": True,
         },
-        nthreads=2,
+        nthreads=os.cpu_count() or 2,
     ),
 )
