@@ -247,8 +247,10 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     e.canaries = canaries
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
-            # The fallback reads the same type for the same plugin: it inherits its strategy.
-            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path)
+            # The fallback reads the same type for the same plugin: it inherits its strategy,
+            # and the type's immutability (its views are read-only whichever reader made them).
+            fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path,
+                                 readonly=readonly)
         e.fallback = fallback
     return e
 
@@ -635,8 +637,9 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     Returns
     -------
     str or None
-        The first difference (pointer, shape, strides, dtype, device, read-only flag, and the
-        producer stream when ``compare_streams``), ``None`` when they agree, and ``"declined"``
+        The first difference (pointer, shape, strides, dtype, device, read-only flag unless
+        ``entry`` declares its type read-only, and the producer stream when
+        ``compare_streams``), ``None`` when they agree, and ``"declined"``
         when ``entry``'s reader declined ``obj``.
     """
     cdef StridedMemoryView got, want
@@ -650,6 +653,10 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
         return "declined"
     got = <StridedMemoryView?> result
     want = _fill(reference, obj, None)
+    if entry.readonly:
+        # A type declared immutable: the core makes every view of it read-only, whatever the
+        # reader reports (a legacy DLPack capsule cannot say so), so the flag is no difference.
+        got.rec.readonly = want.rec.readonly = True
     return record_difference(&got.rec, &want.rec,
                              f"{type(obj).__qualname__} of shape {want.shape}", compare_streams)
 
