@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from conftest import validation_result
 
 import interop_core
 from interop_core.testing import Expected, PluginConformance
-from conftest import validation_result
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
