@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from conftest import validation_result
 
 import interop_core
-from interop_core import _jax_reader
 from interop_core.testing import Expected, PluginConformance
 
 jax = pytest.importorskip("jax")
@@ -55,26 +55,61 @@ def _dlpack_dtype(dtype):
     return interop_core.StridedMemoryView.from_pointer(0, (1,), dtype=np.dtype(dtype)).dlpack_dtype
 
 
+def _type_path():
+    t = type(jnp.zeros(1))
+    return f"{t.__module__}:{t.__qualname__}"
+
+
 @pytest.fixture(params=[True, False], ids=["direct", "fallback"])
-def reader_mode(request):
-    _jax_reader.set_validation_result(None)
-    assert _jax_reader.validation_status()[0]
+def reader_mode(request, force_validation):
+    assert validation_result(_type_path()).validated
     if not request.param:
-        _jax_reader.set_validation_result(False, "simulated by the test")
-    yield request.param
-    _jax_reader.set_validation_result(None)
+        force_validation(_type_path(), False, "simulated by the test")
+    return request.param
 
 
 def test_reader_validates_on_this_jax():
-    _jax_reader.set_validation_result(None)
-    ok, reason = _jax_reader.validation_status()
-    assert ok, reason
+    result = validation_result(_type_path())
+    assert result.validated, result.reason
+    assert result.canaries >= 10
+    assert result.details["ordered_reads_checked"] >= 10
 
 
-def test_array_type_uses_this_plugins_reader():
+def test_array_type_uses_this_plugins_compiled_reader_through_the_public_abi():
+    from interop_jax import _reader
+
     entry = interop_core.plugins.reader_for(type(jnp.zeros(1)))
     assert entry.plugin == "jax"
-    assert entry.reader == "jax"
+    assert type(entry.reader).__name__ == "PyCapsule"
+    assert entry.fallback.reader is _reader.read_with_dlpack
+    assert entry.readonly and entry.fallback.readonly
+
+
+def test_a_reader_that_fails_validation_hands_over_to_the_fallback(force_validation):
+    from interop_jax import _reader
+
+    force_validation(_type_path(), False, "simulated by the test")
+    x = jnp.arange(4.0)
+    entry = interop_core.plugins.reader_for(type(x))
+    assert entry.reader is _reader.read_with_dlpack
+    v = interop_core.view(x)
+    assert v.readonly and v.ptr == x.unsafe_buffer_pointer()
+
+
+def test_prepare_refuses_an_ordered_export_that_describes_other_memory():
+    from interop_jax import _reader
+
+    class Impostor:
+        """Accessors of one array, shape of another: what a changed jax could look like."""
+
+        def __init__(self, array, shape):
+            self._array, self.shape = array, shape
+
+        def __getattr__(self, name):
+            return getattr(self._array, name)
+
+    why = _reader.prepare([Impostor(jnp.arange(6.0), (2, 3))])
+    assert isinstance(why, str) and "shape" in why
 
 
 def test_every_spelling_of_the_array_type_is_declared():
@@ -127,8 +162,8 @@ def _pending_on_the_cpu():
 
 
 def test_view_without_a_stream_does_not_wait_for_the_computation():
-    _jax_reader.set_validation_result(None)
-    assert _jax_reader.validation_status()[0]    # its canaries would queue behind the work
+    # Validated first: its canaries would queue behind the work.
+    assert validation_result(_type_path()).validated
     x, expected = _pending_on_the_cpu()
     v = interop_core.view(x)
     assert not x.is_ready(), "view() waited for jax's computation"
@@ -350,8 +385,8 @@ def test_view_of_a_cuda_array():
     assert v.ptr == x.unsafe_buffer_pointer()
     assert (v.device_type, v.device_id) == (2, gpu.local_hardware_id)
     assert v.shape == (3, 4) and v.strides == (4, 1) and v.readonly
-    ok, reason = _jax_reader.validation_status()
-    assert ok, reason
+    result = validation_result(_type_path())
+    assert result.validated, result.reason
 
 
 @pytest.mark.gpu

@@ -814,13 +814,16 @@ def _forced_fallback(type_path: str) -> tuple[Callable[[], object], Callable[[],
 
 def _array_reader_cases(fw: str, dev: str, obj: object) -> list[Case]:
     from .. import StridedMemoryView, view
+    from ..plugins import reader_for
 
+    view(obj)  # the type resolves and its reader is validated; the outcome is then known
+    # The path as the plugin declared it (jax's array type has had several module paths).
+    type_path = reader_for(type(obj)).type_path
     group = f"readers: view({fw} {dev})"
-    fallback_on, restore = _forced_fallback(
-        f"{type(obj).__module__.split('.')[0]}:{type(obj).__qualname__}")
+    fallback_on, restore = _forced_fallback(type_path)
 
     return [Case("readers", group, "interop_core view() (plugin reader)", bound(view, obj),
-                 ours=True),
+                 ours=True, note=_validation_note(type_path)),
             Case("readers", group, "interop_core view() (plugin fallback)", ours=True,
                  runner=_stateful(bound(view, obj), fallback_on, restore)),
             Case("readers", group, "interop_core StridedMemoryView.from_any (core, generic)",

@@ -734,8 +734,9 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     Returns
     -------
     str or None
-        The first difference (pointer, shape, strides, dtype, device, read-only flag, and the
-        producer stream when ``compare_streams``), ``None`` when they agree, and ``"declined"``
+        The first difference (pointer, shape, strides, dtype, device, read-only flag unless
+        ``entry`` declares its type read-only, and the producer stream when
+        ``compare_streams``), ``None`` when they agree, and ``"declined"``
         when ``entry``'s reader declined ``obj``.
     """
     cdef StridedMemoryView got, want
@@ -749,6 +750,10 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
         return "declined"
     got = <StridedMemoryView?> result
     want = _fill(reference, obj, None)
+    if entry.readonly:
+        # A type declared immutable: the core makes every view of it read-only, whatever the
+        # reader reports (a legacy DLPack capsule cannot say so), so the flag is no difference.
+        got.rec.readonly = want.rec.readonly = True
     return record_difference(&got.rec, &want.rec,
                              f"{type(obj).__qualname__} of shape {want.shape}", compare_streams)
 

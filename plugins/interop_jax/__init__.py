@@ -3,11 +3,15 @@
 Reading
 -------
 jax's array implementation (``ArrayImpl``; ``jaxlib._jax`` on jax 0.10, other module paths on
-other versions, all declared: resolution is lazy) is read by the core's compiled reader
-``"jax"`` (``interop_core/_jax_reader.pyx``) from the array's own accessors: its sharding's
-device and memory kind, ``aval`` (shape and dtype), its device layout, and
-``unsafe_buffer_pointer()``.  The reader checks these once per process against jax's DLPack
-export on canary arrays and falls back to ``__dlpack__`` if anything differs.
+other versions, all declared: resolution is lazy) is read by this package's compiled reader
+(``_reader.pyx``), registered through the public C ABI (``interop_core.h``, version 2) exactly
+as a third party's would be.  It reads the array's own accessors: its sharding's device and
+memory kind, ``aval`` (shape and dtype), its device layout, and ``unsafe_buffer_pointer()``.
+Those are jax internals, so the core validates the reader once per process, before its first
+use: ``prepare`` checks the sharding type and jaxlib's ordered export, and the core reads canary
+arrays with it and with the fallback (jax's own ``__dlpack__``, ``_reader.read_with_dlpack``)
+and compares them.  If anything differs, the fallback serves the rest of the process
+(``python -m interop_core doctor`` says why).
 
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
   The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
@@ -41,7 +45,7 @@ array from per-device pieces of any framework with ``jax.make_array_from_single_
 
 Exporting
 ---------
-``interop_core.to(x, "jax")`` (``_jax_reader.to_jax``) imports the view with one jaxlib call
+``interop_core.to(x, "jax")`` (the compiled ``_reader.to_jax``) imports the view with one jaxlib call
 (``dlpack_managed_tensor_to_buffer``), the device and jax's stream cached per device and the
 result checked once per platform against ``jax.dlpack.from_dlpack``; device memory is ordered
 before jax's stream first, as ``jax.dlpack.from_dlpack`` does.  jax accepts only compact layouts
@@ -116,9 +120,9 @@ def export_jax(view, stream=None):
         If jax copied the memory (host memory not aligned to 64 bytes, 64-bit types without
         ``jax_enable_x64``).
     """
-    from interop_core import _jax_reader
+    from . import _reader  # compiled; imports jax only when called
 
-    return _jax_reader.to_jax(view, stream)
+    return _reader.to_jax(view, stream)
 
 
 def export_jax_slow(view, stream=None):
@@ -158,22 +162,25 @@ def producer_stream(array):
         computation producing ``array`` (the host does not wait); ``None`` for host memory,
         after the host waited for jax's CPU work on it.
     """
-    from interop_core import _jax_reader
+    from . import _reader  # compiled; imports no jax
 
-    return _jax_reader.producer_stream(array)
+    return _reader.producer_stream(array)
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare jax's array types (core reader ``"jax"``, sharded through ``addressable_shards``),
-    the ``"jax"`` exporter and its shard assembler."""
-    from interop_core import _jax_reader  # compiled; registers "jax"; imports no jax
+    """Declare jax's array types (the compiled accessor reader, validated once, read-only,
+    sharded through ``addressable_shards``), the ``"jax"`` exporter and its shard assembler
+    (imports no jax)."""
+    from . import _reader  # compiled; imports no jax
 
+    reader = _reader.reader_capsule()
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader="jax", producer_stream=_jax_reader.producer_stream,
-                          readonly=True)
+        registry.add_type(path, reader=reader, fallback=_reader.read_with_dlpack,
+                          prepare=_reader.prepare, canaries=_reader.canaries,
+                          producer_stream=_reader.producer_stream, readonly=True)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
-    registry.add_exporter("jax", _jax_reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
+    registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
     from ._sharded import assemble_jax, jax_shards
 
