@@ -146,9 +146,9 @@ cdef object _last_sharding = None
 cdef int32_t _last_type = 0, _last_id = 0
 
 _MULTI_DEVICE = (
-    "cannot view a jax array sharded over {n} devices as one strided view; view each "
-    "addressable shard instead (array.addressable_shards[i].data) - interop_core.shards() "
-    "will do this in a future version")
+    "cannot view a jax array sharded over {n} devices as one strided view: use "
+    "interop_core.shards() for one view per addressable shard, with its device, its index in "
+    "the global array and its replica id")
 
 
 cdef object _jaxlib_function(object array_type, str name):
