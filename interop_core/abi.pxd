@@ -42,5 +42,7 @@ cdef extern from "interop_core.h":
         uint32_t size
         int (*dtype_of)(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* lanes) noexcept
         int (*pointer_device)(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
+        int (*describe_dlpack)(PyObject* capsule, interop_core_tensor_info* out) noexcept
+        PyObject* (*legacy_capsule_for_immutable_consumer)(PyObject* view) noexcept
 
     const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL

@@ -516,7 +516,11 @@ class CoreApi(ctypes.Structure):
                                               ctypes.POINTER(ctypes.c_uint16))),
                 ("pointer_device", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
                                                     ctypes.POINTER(ctypes.c_int32),
-                                                    ctypes.POINTER(ctypes.c_int32)))]
+                                                    ctypes.POINTER(ctypes.c_int32))),
+                ("describe_dlpack", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                                      ctypes.POINTER(TensorInfo))),
+                ("legacy_capsule_for_immutable_consumer",
+                 ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object))]
 
 
 def _core_api():
@@ -536,6 +540,47 @@ def test_the_core_api_table_is_version_2_and_converts_dtypes():
     host = np.zeros(4)
     assert api.pointer_device(host.ctypes.data, device, ordinal) == 0   # plain host memory
     assert (device.value, ordinal.value) == (-1, -1)
+
+
+def test_the_core_api_describes_an_unconsumed_dlpack_capsule_without_taking_it():
+    api = _core_api()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, 1:]
+    capsule = a.__dlpack__()
+    info = TensorInfo()
+    assert api.describe_dlpack(capsule, ctypes.byref(info)) == 0
+    assert (info.data, info.ndim, info.device_type) == (a.ctypes.data, 2, 1)
+    assert [info.shape[i] for i in range(2)] == [3, 3]
+    assert [info.strides[i] for i in range(2)] == [4, 1]
+    assert (info.dtype_code, info.dtype_bits, info.dtype_lanes) == (2, 32, 1)
+    np.testing.assert_array_equal(np.from_dlpack(_Holder(capsule)), a)   # still unconsumed
+    with pytest.raises(BufferError, match="unconsumed DLPack capsule"):
+        api.describe_dlpack(object(), ctypes.byref(info))
+
+
+def test_the_core_api_exports_a_read_only_view_to_an_immutable_consumer():
+    api = _core_api()
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    v = view(a)
+    capsule = api.legacy_capsule_for_immutable_consumer(v)
+    info = TensorInfo()
+    assert api.describe_dlpack(capsule, ctypes.byref(info)) == 0
+    assert (info.data, info.ndim, info.shape[0]) == (a.ctypes.data, 1, 6)
+    with pytest.raises(TypeError):
+        api.legacy_capsule_for_immutable_consumer(a)
+
+
+class _Holder:
+    """Hands numpy a capsule made elsewhere (np.from_dlpack asks objects for one)."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
 
 
 def test_the_header_is_where_get_include_says():

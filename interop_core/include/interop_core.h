@@ -102,6 +102,15 @@ typedef struct {
        needed): 1 and the DLPack device for memory the driver knows (device, managed, pinned
        host); 0, outputs untouched, for ordinary host memory or when there is no driver. */
     int (*pointer_device)(uintptr_t ptr, int32_t *device_type, int32_t *device_id);
+    /* Describe an UNCONSUMED DLPack capsule ("dltensor" or "dltensor_versioned") in `out`
+       without taking it: shape and strides point into the capsule's tensor, so pass the capsule
+       as `out->keepalive` (a new reference) for the view to own.  0, or -1 with BufferError set
+       for anything else. */
+    int (*describe_dlpack)(PyObject *capsule, interop_core_tensor_info *out);
+    /* A new legacy DLPack capsule ("dltensor") over a StridedMemoryView's memory that holds the
+       view, for a consumer that never writes into what it imports (read-only views are handed
+       over too; a legacy capsule cannot say read-only).  NULL with an exception set. */
+    PyObject *(*legacy_capsule_for_immutable_consumer)(PyObject *view);
 } interop_core_api;
 
 /* The core's table, imported once (NULL with an ImportError set when interop_core is missing

@@ -1,6 +1,6 @@
 # DLPack: the Python protocol (__dlpack__ / capsules) and the C exchange API, in both directions.
 
-from ..core._dlpack_abi cimport DLManagedTensorVersioned
+from ..core._dlpack_abi cimport DLManagedTensorVersioned, DLTensor
 from ..core._record cimport ViewRecord
 
 # --- in ---------------------------------------------------------------------------------------
@@ -38,6 +38,10 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
 # writes into what it imports and takes only legacy capsules (jax: its arrays are immutable).
 # BufferError for padded sub-byte types, which a legacy capsule cannot describe.
 cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec)
+
+# The DLTensor inside an unconsumed "dltensor" / "dltensor_versioned" capsule, left unconsumed
+# (the capsule still owns it), and whether it is read-only; BufferError for anything else.
+cdef DLTensor* unconsumed_tensor(object capsule, bint* readonly) except NULL
 
 # `target`'s object over `rec`'s memory through target.__dlpack_c_exchange_api__'s
 # managed_tensor_to_py_object_no_sync (a versioned tensor whose manager context keeps

@@ -556,6 +556,20 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
         raise
 
 
+cdef DLTensor* unconsumed_tensor(object capsule, bint* readonly) except NULL:
+    cdef DLManagedTensorVersioned* mt
+    if PyCapsule_IsValid(capsule, _NAME_LEGACY):
+        readonly[0] = False
+        return &(<DLManagedTensor*> PyCapsule_GetPointer(capsule, _NAME_LEGACY)).dl_tensor
+    if PyCapsule_IsValid(capsule, _NAME_VERSIONED):
+        mt = <DLManagedTensorVersioned*> PyCapsule_GetPointer(capsule, _NAME_VERSIONED)
+        readonly[0] = (mt.flags & DLPACK_FLAG_READ_ONLY) != 0
+        return &mt.dl_tensor
+    raise BufferError(
+        f"expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned'), got "
+        f"{type(capsule).__name__}")
+
+
 cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* rec):
     cdef DLManagedTensor* mtl
     if _subbyte_padded(rec):

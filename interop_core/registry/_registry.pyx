@@ -15,13 +15,20 @@ from cpython.pycapsule cimport (
     PyCapsule_New,
 )
 from cpython.exc cimport PyErr_Occurred
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from ..protocols._dlpack cimport has_exchange_api, read_dlpack, read_dlpack_exchange_api
-from ..core._dlpack_abi cimport DLDataType
+from ..protocols._dlpack cimport (
+    has_exchange_api,
+    legacy_capsule_for_immutable_consumer,
+    read_dlpack,
+    read_dlpack_exchange_api,
+    unconsumed_tensor,
+)
+from ..core._dlpack_abi cimport DLDataType, DLTensor
 from ..core._dtypes cimport dtype_of_cached, record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport pointer_device, same_stream
@@ -69,12 +76,41 @@ cdef int _api_dtype_of(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* 
 
 
 ctypedef int (*dtype_of_t)(PyObject*, uint8_t*, uint8_t*, uint16_t*) noexcept
+ctypedef int (*describe_dlpack_t)(PyObject*, interop_core_tensor_info*) noexcept
+ctypedef PyObject* (*legacy_capsule_t)(PyObject*) noexcept
+
+
+cdef int _api_describe_dlpack(PyObject* capsule, interop_core_tensor_info* out) except -1:
+    # The protocol layer knows DLPack's structs: plugins never declare them again.
+    cdef bint readonly = False
+    cdef DLTensor* t = unconsumed_tensor(<object> capsule, &readonly)
+    out.data = <void*> (<char*> t.data + t.byte_offset)
+    out.ndim = t.ndim
+    out.shape = t.shape
+    out.strides = t.strides
+    out.strides_in_bytes = 0
+    out.dtype_code = t.dtype.code
+    out.dtype_bits = t.dtype.bits
+    out.dtype_lanes = t.dtype.lanes
+    out.device_type = t.device.device_type
+    out.device_id = t.device.device_id
+    out.readonly = readonly
+    return 0
+
+
+cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
+    cdef StridedMemoryView v = <StridedMemoryView?> <object> view
+    capsule = legacy_capsule_for_immutable_consumer(v, &v.rec)
+    Py_INCREF(capsule)
+    return <PyObject*> capsule
 
 cdef interop_core_api _API
 _API.abi_version = INTEROP_CORE_ABI_VERSION
 _API.size = sizeof(interop_core_api)
 _API.dtype_of = <dtype_of_t> _api_dtype_of
 _API.pointer_device = pointer_device
+_API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
+_API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
 C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)

@@ -45,15 +45,10 @@
 # Nothing here imports jax until an array of jax's is read or a view is exported to jax.
 
 from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool
-from cpython.pycapsule cimport (
-    PyCapsule_GetPointer,
-    PyCapsule_IsValid,
-    PyCapsule_New,
-)
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, intptr_t
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from interop_core.abi cimport (
@@ -77,52 +72,9 @@ cdef enum:
     MAX_LEARNED = 8
 
 
-# --- DLPack, declared from the DLPack specification (dlpack.h, v0.8 and v1.x) ---------------
-
-ctypedef struct _DLDevice:
-    int32_t device_type
-    int32_t device_id
-
-ctypedef struct _DLDataType:
-    uint8_t code
-    uint8_t bits
-    uint16_t lanes
-
-ctypedef struct _DLTensor:
-    void* data
-    _DLDevice device
-    int32_t ndim
-    _DLDataType dtype
-    int64_t* shape
-    int64_t* strides        # in elements; NULL: row-major
-    uint64_t byte_offset
-
-ctypedef struct _DLManagedTensor:          # the legacy capsule's tensor ("dltensor")
-    _DLTensor dl_tensor
-    void* manager_ctx
-    void (*deleter)(_DLManagedTensor*) noexcept nogil
-
-ctypedef struct _DLPackVersion:
-    uint32_t major
-    uint32_t minor
-
-ctypedef struct _DLManagedTensorVersioned:  # the versioned capsule's ("dltensor_versioned")
-    _DLPackVersion version
-    void* manager_ctx
-    void (*deleter)(_DLManagedTensorVersioned*) noexcept nogil
-    uint64_t flags
-    _DLTensor dl_tensor
-
-cdef const char* _LEGACY = b"dltensor"
-cdef const char* _VERSIONED = b"dltensor_versioned"
-
-cdef extern from "Python.h":
-    int Py_IsInitialized() nogil
-
-
 # --- state of the reader ---------------------------------------------------------------------
 
-# The core's helper table (dtype conversion), fetched once on import: the reader needs it from
+# The core's helper table (dtype conversion, DLPack capsules in and out), fetched once on import: the reader needs it from
 # its first call, whether or not validation ran (a test may pin the result).
 cdef const interop_core_api* _api = interop_core_import_api(sizeof(interop_core_api))
 
@@ -331,23 +283,9 @@ cdef int _read_fast(object obj, interop_core_tensor_info* out) except -1:
 
 
 cdef int _read_capsule(object capsule, interop_core_tensor_info* out) except -1:
-    """Describe a DLPack capsule (unconsumed: it stays the owner of jax's tensor)."""
-    cdef _DLTensor* t
-    if PyCapsule_IsValid(capsule, _LEGACY):
-        t = &(<_DLManagedTensor*> PyCapsule_GetPointer(capsule, _LEGACY)).dl_tensor
-    elif PyCapsule_IsValid(capsule, _VERSIONED):
-        t = &(<_DLManagedTensorVersioned*> PyCapsule_GetPointer(capsule, _VERSIONED)).dl_tensor
-    else:
-        raise BufferError("jaxlib's buffer_to_dlpack_managed_tensor returned no DLPack capsule")
-    out.data = <void*> (<char*> t.data + t.byte_offset)
-    out.ndim = t.ndim
-    out.shape = t.shape          # owned by the capsule, which the core holds as the keep-alive
-    out.strides = t.strides
-    out.dtype_code = t.dtype.code
-    out.dtype_bits = t.dtype.bits
-    out.dtype_lanes = t.dtype.lanes
-    out.device_type = t.device.device_type
-    out.device_id = t.device.device_id
+    """Describe jaxlib's DLPack capsule (unconsumed: it stays the owner of jax's tensor)."""
+    if _api.describe_dlpack(<PyObject*> capsule, out) != 0:
+        return _pending_error()
     return 0
 
 
@@ -654,67 +592,6 @@ cdef bint _is_compact(int ndim, const int64_t* shape, const int64_t* strides) no
     return True
 
 
-# A view exported to jax: the legacy DLPack tensor, its extents in the same allocation, and a
-# strong reference to the view in manager_ctx, dropped by the deleter (which jax may call from
-# any thread, with or without the GIL).
-
-cdef void _release_view(_DLManagedTensor* mt) noexcept nogil:
-    if mt == NULL:
-        return
-    cdef void* ctx = mt.manager_ctx
-    mt.manager_ctx = NULL
-    free(mt)
-    # After interpreter shutdown there is no GIL to take and nothing left to release.
-    if ctx != NULL and Py_IsInitialized():
-        with gil:
-            Py_XDECREF(<PyObject*> ctx)
-
-
-cdef void _capsule_destructor(object capsule) noexcept:
-    # Only an unconsumed capsule still owns its tensor; jax renames the one it takes.
-    cdef _DLManagedTensor* mt
-    if PyCapsule_IsValid(capsule, _LEGACY):
-        mt = <_DLManagedTensor*> PyCapsule_GetPointer(capsule, _LEGACY)
-        if mt.deleter != NULL:
-            mt.deleter(mt)
-
-
-cdef object _legacy_capsule(object view, uintptr_t ptr, int ndim, const int64_t* shape,
-                            const int64_t* strides, tuple dtype, int32_t device_type,
-                            int32_t device_id):
-    """A legacy DLPack capsule over the view's memory that keeps the view alive.
-
-    Legacy capsules cannot say read-only; jax never writes into an imported buffer, so a
-    read-only view is handed over too (jax is an immutable consumer).
-    """
-    cdef size_t size = sizeof(_DLManagedTensor) + 2 * ndim * sizeof(int64_t)
-    cdef _DLManagedTensor* mt = <_DLManagedTensor*> malloc(size)
-    cdef int64_t* extents
-    if mt == NULL:
-        raise MemoryError()
-    extents = <int64_t*> (<char*> mt + sizeof(_DLManagedTensor))
-    memcpy(extents, shape, ndim * sizeof(int64_t))
-    memcpy(extents + ndim, strides, ndim * sizeof(int64_t))
-    mt.dl_tensor.data = <void*> ptr
-    mt.dl_tensor.byte_offset = 0
-    mt.dl_tensor.device.device_type = device_type
-    mt.dl_tensor.device.device_id = device_id
-    mt.dl_tensor.ndim = ndim
-    mt.dl_tensor.dtype.code = dtype[0]
-    mt.dl_tensor.dtype.bits = dtype[1]
-    mt.dl_tensor.dtype.lanes = dtype[2]
-    mt.dl_tensor.shape = extents
-    mt.dl_tensor.strides = extents + ndim
-    Py_INCREF(view)
-    mt.manager_ctx = <void*> view          # a strong reference, dropped by _release_view
-    mt.deleter = _release_view
-    try:
-        return PyCapsule_New(mt, _LEGACY, _capsule_destructor)
-    except BaseException:
-        _release_view(mt)
-        raise
-
-
 cdef object _direct_import(object view, tuple target):
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
@@ -735,8 +612,13 @@ cdef object _import_extents(object view, tuple target, int ndim, const int64_t* 
     device, stream = target
     if stream is not None:
         view.sync(stream)      # the producer, before jax's stream
-    capsule = _legacy_capsule(view, <uintptr_t> view.ptr, ndim, shape, strides, dtype,
-                              device_type, device_id)
+    # The core's legacy capsule over the view, holding it (jax never writes into an import,
+    # so read-only views go too).
+    cdef PyObject* made = _api.legacy_capsule_for_immutable_consumer(<PyObject*> view)
+    if made == NULL:
+        _pending_error()
+    capsule = <object> made
+    Py_XDECREF(made)        # <object> took its own reference
     return _from_capsule(capsule, device, stream, None, device_type)
 
 
