@@ -44,3 +44,6 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
 
 # The KeyPolicy for a `key=` argument ("static", "dynamic" or None); ValueError otherwise.
 cdef int key_policy(object key) except -1
+
+# "module.QualName" of obj's type ("int" for builtins), for messages naming an argument's type.
+cdef str type_name(object obj)

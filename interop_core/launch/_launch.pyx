@@ -101,7 +101,7 @@ cdef object _last_scalar_types = None
 cdef bytes _last_parsed = None
 
 
-cdef str _type_name(object obj):
+cdef str type_name(object obj):
     cls = type(obj)
     module = cls.__module__
     if module == "builtins":
@@ -183,7 +183,7 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
             else:
                 PyFloat_Pack2(as_double, p, PY_LITTLE_ENDIAN)
         except OverflowError:
-            raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is {obj}, too "
+            raise ValueError(f"{r._label(i)} ({type_name(obj)}) is {obj}, too "
                              f"large for {_CTYPE_NAMES[want]}") from None
         return 0
     if is_float:
@@ -191,7 +191,7 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
                         f"{_CTYPE_NAMES[want]} (convert it to an int first)")
     lo, hi = _INT_RANGES[want]
     if not lo <= obj <= hi:
-        raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is {obj}, outside the "
+        raise ValueError(f"{r._label(i)} ({type_name(obj)}) is {obj}, outside the "
                          f"range of {_CTYPE_NAMES[want]}")
     if want == CT_UINT64:
         (<uint64_t*> p)[0] = PyLong_AsUnsignedLongLong(obj)
@@ -259,7 +259,7 @@ cdef int _check_writable(LaunchArgs r, object writable) except -1:
                                  f"{r.n} arguments")
             i = position
             if r.kinds[i] != ARG_TENSOR:
-                raise TypeError(f"{r._label(i)} ({_type_name(r.args[i])}) must be "
+                raise TypeError(f"{r._label(i)} ({type_name(r.args[i])}) must be "
                                 "a writable tensor, but it is not a tensor")
             if r.recs[i].readonly:
                 _raise_readonly(r, i)
@@ -269,7 +269,7 @@ cdef int _check_writable(LaunchArgs r, object writable) except -1:
 
 
 cdef int _raise_readonly(LaunchArgs r, Py_ssize_t i) except -1:
-    raise BufferError(f"{r._label(i)} ({_type_name(r.args[i])}) is read-only, but "
+    raise BufferError(f"{r._label(i)} ({type_name(r.args[i])}) is read-only, but "
                       "writable arguments were asked for")
 
 
@@ -325,7 +325,7 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                 nwords += 1
             else:
                 if narrow != NULL and narrow[i] != 0:
-                    raise ValueError(f"{r._label(i)} ({_type_name(obj)}) is not a scalar, "
+                    raise ValueError(f"{r._label(i)} ({type_name(obj)}) is not a scalar, "
                                      f"but scalar_types[{i}] is {_CTYPE_NAMES[narrow[i]]!r}")
                 rec = &r.recs[i]
                 reading = True
@@ -342,9 +342,9 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                     elif (rec.device_type != r.recs[first_tensor].device_type
                           or rec.device_id != r.recs[first_tensor].device_id):
                         raise ValueError(
-                            f"{r._label(i)} ({_type_name(obj)}) is on "
+                            f"{r._label(i)} ({type_name(obj)}) is on "
                             f"{_device_name(rec)} but {r._label(first_tensor, False)} "
-                            f"({_type_name(r.args[first_tensor])}) is on "
+                            f"({type_name(r.args[first_tensor])}) is on "
                             f"{_device_name(&r.recs[first_tensor])}; one device was asked for")
                 if policy != KEY_NONE:
                     nwords += key_tensor_words(rec, policy)
@@ -354,10 +354,10 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
             raise
         if isinstance(exc, TypeError):
             # Nothing reads this type: say what else an argument may be.
-            raise TypeError(f"{r._label(i)} ({_type_name(obj)}) is not a scalar (int, float, "
+            raise TypeError(f"{r._label(i)} ({type_name(obj)}) is not a scalar (int, float, "
                             f"bool, None) and cannot be viewed: {exc}") from exc
         cls = ValueError if isinstance(exc, ValueError) else BufferError
-        raise cls(f"{r._label(i)} ({_type_name(obj)}) cannot be viewed: {exc}") from exc
+        raise cls(f"{r._label(i)} ({type_name(obj)}) cannot be viewed: {exc}") from exc
     if writable is not False and writable is not None:
         _check_writable(r, writable)
     if canonical is not None:

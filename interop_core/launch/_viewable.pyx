@@ -16,7 +16,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTu
 
 from ..core._view cimport StridedMemoryView
 from ..registry._registry cimport view_object
-from ._launch cimport build_launch_args, key_policy
+from ._launch cimport build_launch_args, key_policy, type_name
 
 __all__ = ["viewable"]
 
@@ -66,14 +66,6 @@ cdef class _Param:
 
 # Marks "no default" / "argument not given"; module-owned sentinel.
 cdef object _EMPTY = object()
-
-
-cdef str _type_name(object obj):
-    cls = type(obj)
-    module = cls.__module__
-    if module == "builtins":
-        return cls.__qualname__
-    return f"{module}.{cls.__qualname__}"
 
 
 cdef str _func_name(object func):
@@ -352,7 +344,7 @@ cdef class _ViewableFunction:
         cls = (TypeError if isinstance(exc, TypeError)
                else ValueError if isinstance(exc, ValueError) else BufferError)
         raise cls(f"{_func_name(self.func)}: argument {p.name!r} "
-                  f"({_type_name(obj)}) cannot be viewed: {exc}") from exc
+                  f"({type_name(obj)}) cannot be viewed: {exc}") from exc
 
     def __call__(self, *args, **kwargs):
         # Reached only through an explicit ``wrapper.__call__(...)``: calling the wrapper itself
