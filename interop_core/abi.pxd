@@ -1,4 +1,5 @@
-# Cython declarations of the public C ABI for compiled readers (include/interop_core.h, version 2).
+# Cython declarations of the public C ABI for compiled readers and exporters
+# (include/interop_core.h, version 2).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
@@ -11,6 +12,7 @@ cdef extern from "interop_core.h":
     int INTEROP_CORE_ABI_VERSION
     const char* INTEROP_CORE_READER_CAPSULE
     const char* INTEROP_CORE_READER_V2_CAPSULE
+    const char* INTEROP_CORE_EXPORTER_CAPSULE
     const char* INTEROP_CORE_API_CAPSULE
     int INTEROP_CORE_READ_OK
     int INTEROP_CORE_READ_DECLINED
@@ -37,6 +39,11 @@ cdef extern from "interop_core.h":
     ctypedef int (*interop_core_reader_v2)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept
 
+    # Returns a new reference, or NULL with an exception set (the Cython signature of a
+    # `cdef object f(const interop_core_tensor_info*, object, object)`).
+    ctypedef PyObject* (*interop_core_exporter_v1)(const interop_core_tensor_info* view,
+                                                  PyObject* owner, PyObject* stream) noexcept
+
     ctypedef struct interop_core_api:
         uint32_t abi_version
         uint32_t size
@@ -44,5 +51,6 @@ cdef extern from "interop_core.h":
         int (*pointer_device)(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
         int (*describe_dlpack)(PyObject* capsule, interop_core_tensor_info* out) noexcept
         PyObject* (*legacy_capsule_for_immutable_consumer)(PyObject* view) noexcept
+        int (*describe_view)(PyObject* view, interop_core_tensor_info* out) noexcept
 
     const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL

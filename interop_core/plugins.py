@@ -258,7 +258,7 @@ class PluginRegistrar:
             raise ValueError(f"keep_last must be False, True or 'weak', got {keep_last!r}")
         self._record("stream", type_, (handle, keep_last))
 
-    def add_exporter(self, target: str, exporter: Callable, *, types: tuple = (),
+    def add_exporter(self, target: str, exporter: Callable | Any, *, types: tuple = (),
                      preserves_readonly: bool = False) -> None:
         """Hand views on to a framework: ``interop_core.to(obj, target)``.
 
@@ -266,9 +266,12 @@ class PluginRegistrar:
         ----------
         target : str
             The name users pass to ``to()`` (``"torch"``, ``"bytetensor"``, ...).
-        exporter : callable
+        exporter : callable or PyCapsule
             ``exporter(view, stream) -> object``: the framework's object over the same memory,
-            keeping ``view`` (and so its owner) alive.
+            keeping ``view`` (and so its owner) alive.  Or a capsule named
+            ``"interop_core.exporter_v1"`` holding a C exporter (``interop_core.h``), which
+            ``to()`` hands a compiled reader's description of the source without making a view
+            (see "Compiled exporters" in the plugin guide).
         types : tuple of (type or str)
             The framework types this target produces, so ``to(obj, SomeType)`` finds it.
         preserves_readonly : bool
@@ -279,8 +282,7 @@ class PluginRegistrar:
         """
         if not isinstance(target, str) or not target:
             raise TypeError(f"exporter target must be a non-empty str, got {target!r}")
-        if not callable(exporter):
-            raise TypeError(f"exporter must be callable, got {type(exporter).__name__}")
+        exporter = _registry.new_exporter(exporter)    # a capsule becomes a CExporter
         for t in types:
             _validate_target(t, "exporter types")
         self._record("exporter", target, (exporter, bool(preserves_readonly)), tuple(types))

@@ -111,3 +111,18 @@ def c_library(tmp_path_factory):
         getattr(lib, name).argtypes = [ctypes.c_void_p]
         getattr(lib, name).restype = None
     return lib
+
+
+@pytest.fixture(params=["c_api", "python"])
+def numpy_export_path(request):
+    """Both paths of the numpy plugin's compiled exporter: numpy's C API, and the Python path
+    (np.asarray) it takes for a numpy whose C ABI it does not know (pinned here, privately)."""
+    pytest.importorskip("numpy")
+    from interop_numpy import _export
+
+    if request.param == "python":
+        _export._force_python_path("simulated by the test")
+    try:
+        yield request.param
+    finally:
+        _export._force_python_path(None)

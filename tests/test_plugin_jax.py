@@ -366,12 +366,55 @@ def test_jax_to_jax_round_trip_keeps_the_buffer():
     assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
 
 
-def test_jax_to_numpy_is_read_only_and_zero_copy():
-    x = jnp.arange(6, dtype=jnp.int32).reshape(2, 3)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_to_numpy_of_a_jax_array_is_zero_copy_and_read_only(reader_mode, numpy_export_path,
+                                                           layout, dtype):
+    x = _make(layout, dtype)
     out = interop_core.to(x, "numpy")
-    assert out.ctypes.data == x.unsafe_buffer_pointer()
+    assert type(out) is np.ndarray
+    assert out.shape == x.shape and out.dtype == np.dtype(x.dtype)
+    if x.size:
+        assert out.ctypes.data == x.unsafe_buffer_pointer()
+    assert out.strides == tuple(s * out.itemsize for s in _dense_strides(x.shape))
+    assert out.tobytes() == np.asarray(x).tobytes()
     assert not out.flags.writeable
-    assert out.tolist() == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        out.flags.writeable = True
+
+
+def test_to_numpy_of_a_jax_array_keeps_it_alive(reader_mode, numpy_export_path):
+    import gc
+    import weakref
+
+    x = jnp.arange(1000, dtype=jnp.float32) * 2
+    x.block_until_ready()
+    alive = weakref.ref(x)
+    out = interop_core.to(x, "numpy")
+    del x
+    gc.collect()
+    assert alive() is not None and out[10] == 20.0
+    del out
+    gc.collect()
+    assert alive() is None
+
+
+def test_to_numpy_of_a_jax_array_is_based_on_the_array_itself():
+    # The compiled reader's keep-alive goes straight to numpy's C API: no view object between.
+    assert validation_result(_type_path()).validated
+    x = jnp.arange(6.0)
+    assert interop_core.to(x, "numpy").base is x
+
+
+def test_to_numpy_without_a_stream_does_not_wait_for_the_computation():
+    # As view(x): no stream, no wait (the stream contract); stream=0 waits on the CPU backend.
+    assert validation_result(_type_path()).validated
+    x, expected = _pending_on_the_cpu()
+    out = interop_core.to(x, "numpy")
+    assert not x.is_ready(), "to(x, 'numpy') waited for jax's computation"
+    assert out.ctypes.data == x.unsafe_buffer_pointer()
+    x.block_until_ready()
+    assert np.array_equal(out, expected)
 
 
 @pytest.mark.gpu

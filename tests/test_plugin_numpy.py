@@ -160,16 +160,84 @@ def test_bad_stream_argument_is_rejected():
 
 # --- exporter --------------------------------------------------------------------------------
 
+@pytest.fixture
+def export_path(numpy_export_path):
+    return numpy_export_path
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_to_numpy_round_trips_zero_copy(layout, dtype):
+@pytest.mark.parametrize("source", ["array", "view"])
+def test_to_numpy_round_trips_zero_copy(export_path, source, layout, dtype):
     a = _make(layout, dtype)
-    out = interop_core.to(a, "numpy")
+    out = interop_core.to(a if source == "array" else interop_core.view(a), "numpy")
     assert type(out) is np.ndarray
     assert out.__array_interface__["data"][0] == a.__array_interface__["data"][0]
     assert out.shape == a.shape and out.strides == a.strides and out.dtype == a.dtype
     assert out.flags.writeable == a.flags.writeable
     assert out.tobytes() == a.tobytes()
+
+
+def test_to_numpy_builds_the_array_with_numpys_c_api():
+    from interop_numpy import _export
+
+    interop_core.to(np.zeros(2), "numpy")
+    ok, how = _export.c_api_status()
+    assert ok, how
+    assert "PyArray_NewFromDescr" in how
+
+
+def test_the_python_path_says_why_it_is_used(export_path):
+    from interop_numpy import _export
+
+    interop_core.to(np.zeros(2), "numpy")
+    ok, why = _export.c_api_status()
+    assert ok == (export_path == "c_api")
+    assert ok or why == "simulated by the test"
+
+
+@pytest.mark.parametrize("source", ["array", "view"])
+def test_to_numpy_of_read_only_memory_cannot_be_made_writeable(export_path, source):
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    out = interop_core.to(a if source == "array" else interop_core.view(a), "numpy")
+    assert not out.flags.writeable
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        out.flags.writeable = True
+
+
+def test_to_numpy_of_a_source_is_based_on_the_source_and_of_a_view_on_the_view():
+    a = np.arange(4.0)
+    v = interop_core.view(a)
+    assert interop_core.to(a, "numpy").base is a       # the reader's keep-alive: no view made
+    assert interop_core.to(v, "numpy").base is v
+
+
+@pytest.mark.parametrize("dtype, match", [
+    ((2, 32, 4), "numpy cannot hold elements of DLPack type \\(2, 32, 4\\)"),   # a vector type
+    ((0, 4, 1), "numpy cannot hold elements of DLPack type \\(0, 4, 1\\)"),     # int4, padded
+])
+def test_to_numpy_refuses_types_numpy_cannot_hold(export_path, dtype, match):
+    host = np.zeros(16, np.uint8)
+    v = interop_core.StridedMemoryView.from_pointer(host.ctypes.data, (2,), dtype=dtype,
+                                                    owner=host)
+    with pytest.raises(BufferError, match=match):
+        interop_core.to(v, "numpy")
+
+
+def test_the_exporter_refuses_what_is_not_a_view():
+    from interop_numpy import export_numpy
+
+    with pytest.raises(TypeError, match="needs a StridedMemoryView, got ndarray"):
+        export_numpy(np.zeros(2))
+
+
+def test_to_numpy_of_a_null_pointer_is_refused_unless_empty(export_path):
+    empty = interop_core.StridedMemoryView.from_pointer(0, (0, 3), dtype="float32")
+    assert interop_core.to(empty, "numpy").shape == (0, 3)
+    null = interop_core.StridedMemoryView.from_pointer(0, (3,), dtype="float32")
+    with pytest.raises(BufferError, match="NULL pointer"):
+        interop_core.to(null, "numpy")
 
 
 def test_to_numpy_by_type_and_from_a_view():

@@ -520,7 +520,9 @@ class CoreApi(ctypes.Structure):
                 ("describe_dlpack", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                                                       ctypes.POINTER(TensorInfo))),
                 ("legacy_capsule_for_immutable_consumer",
-                 ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object))]
+                 ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)),
+                ("describe_view", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                                                    ctypes.POINTER(TensorInfo)))]
 
 
 def _core_api():
@@ -568,6 +570,23 @@ def test_the_core_api_exports_a_read_only_view_to_an_immutable_consumer():
     assert (info.data, info.ndim, info.shape[0]) == (a.ctypes.data, 1, 6)
     with pytest.raises(TypeError):
         api.legacy_capsule_for_immutable_consumer(a)
+
+
+def test_the_core_api_describes_a_view_for_a_compiled_exporter():
+    api = _core_api()
+    a = np.arange(24, dtype=np.int16).reshape(4, 6)
+    a.flags.writeable = False
+    v = view(a)[1:, ::-2]
+    info = TensorInfo()
+    assert api.describe_view(v, ctypes.byref(info)) == 0
+    assert (info.data, info.ndim, info.device_type, info.readonly) == (v.ptr, 2, 1, 1)
+    assert [info.shape[i] for i in range(2)] == list(v.shape)
+    assert [info.strides[i] for i in range(2)] == list(v.strides)       # in elements
+    assert (info.dtype_code, info.dtype_bits, info.dtype_lanes, info.strides_in_bytes) == (
+        0, 16, 1, 0)
+    assert info.keepalive is None
+    with pytest.raises(TypeError, match="describe_view needs a StridedMemoryView, got ndarray"):
+        api.describe_view(a, ctypes.byref(info))
 
 
 class _Holder:
@@ -718,6 +737,80 @@ def test_to_uses_the_registered_exporter_by_name_and_by_type(registered):
     out = interop_core.to(array, "tensorish")
     assert isinstance(out, Tensorish) and out.array.ctypes.data == array.ctypes.data
     assert interop_core.to(array, Tensorish).array.ctypes.data == array.ctypes.data
+
+
+# A C exporter written with ctypes: records what it was handed, returns (owner, ptr, shape,
+# strides).  The core calls it with the GIL held, as interop_core.h says.
+EXPORTER_V1 = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.POINTER(TensorInfo), ctypes.py_object,
+                                ctypes.py_object)
+
+
+def _recording_exporter():
+    def export(info, owner, stream):
+        i = info.contents
+        shape = tuple(i.shape[d] for d in range(i.ndim))
+        strides = tuple(i.strides[d] for d in range(i.ndim))
+        return (owner, i.data, shape, strides, bool(i.readonly), stream)
+
+    function = EXPORTER_V1(export)
+    return function, _capsule(function, b"interop_core.exporter_v1")
+
+
+def test_a_compiled_exporter_gets_the_sources_description_without_a_view(registered):
+    function, capsule = _recording_exporter()
+    registered(lambda r: r.add_exporter("recorded", capsule), "c-exporter")
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+    owner, ptr, shape, strides, readonly, stream = interop_core.to(a, "recorded")
+    # The numpy reader's keep-alive is the array itself: no view object was made.
+    assert owner is a and type(owner) is np.ndarray
+    assert (ptr, shape, strides, readonly, stream) == (a.ctypes.data, (4, 3), (6, 2), False, None)
+
+
+def test_a_compiled_exporter_called_on_a_view_is_held_by_the_view(registered):
+    function, capsule = _recording_exporter()
+    registered(lambda r: r.add_exporter("recorded", capsule), "c-exporter")
+    exporter = plugins.exporter_for("recorded")[0]
+    assert type(exporter).__name__ == "CExporter" and exporter.capsule is capsule
+    v = view(np.arange(5.0))[::2]
+    for out in (exporter(v, None), interop_core.to(v, "recorded")):
+        assert out[0] is v and out[1:4] == (v.ptr, (3,), (2,))
+    with pytest.raises(TypeError, match="needs a StridedMemoryView"):
+        exporter(np.arange(3.0), None)
+
+
+def test_a_compiled_exporter_with_a_stream_gets_an_ordered_view(registered):
+    function, capsule = _recording_exporter()
+    registered(lambda r: r.add_exporter("recorded", capsule), "c-exporter")
+    a = np.arange(3.0)
+    owner, ptr, *_, stream = interop_core.to(a, "recorded", stream=0)
+    assert type(owner) is interop_core.StridedMemoryView and owner.owner is a
+    assert ptr == a.ctypes.data and stream == 0
+
+
+def test_a_compiled_exporter_of_read_only_memory_warns_unless_it_preserves_it(registered):
+    function, capsule = _recording_exporter()
+    registered(lambda r: (r.add_exporter("loses", capsule),
+                          r.add_exporter("keeps", capsule, preserves_readonly=True)), "c-ro")
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert interop_core.to(frozen, "keeps")[4] is True
+        assert interop_core.to(frozen, "loses")[4] is True
+    flagged = [w for w in caught if issubclass(w.category, plugins.ReadOnlyHandoffWarning)]
+    assert len(flagged) == 1 and "to(ndarray, 'loses')" in str(flagged[0].message)
+    assert flagged[0].filename == __file__          # names the caller of to()
+
+
+@pytest.mark.parametrize("exporter, error, match", [
+    (lambda: _capsule(ctypes.cast(1, ctypes.c_void_p), b"interop_core.reader_v2"), ValueError,
+     "an exporter capsule must be named 'interop_core.exporter_v1'"),
+    (lambda: 42, TypeError, "exporter must be callable or a PyCapsule, got int"),
+])
+def test_a_wrong_exporter_is_refused_at_registration(exporter, error, match):
+    with pytest.raises(RuntimeError, match=f"{error.__name__}: {match}"):
+        interop_core.register_plugin(make_plugin(
+            lambda r: r.add_exporter("wrong", exporter())), "wrong-exporter")
 
 
 def test_to_an_unknown_target_lists_the_known_ones():

@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers (version 2).
+ * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 2).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -34,8 +34,9 @@
  * Version 1 readers (capsule INTEROP_CORE_READER_CAPSULE, return 0 or -1, no byte strides) are
  * still accepted; their struct is the same, the version 2 fields left zero.
  *
- * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver) are in a
- * table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches once.
+ * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver, DLPack
+ * capsules, describing a view for a compiled exporter) are in a table of function pointers,
+ * `interop_core_api`, which `interop_core_import_api()` fetches once.
  *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
@@ -53,6 +54,7 @@ extern "C" {
 #define INTEROP_CORE_ABI_VERSION 2
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
+#define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
 /* PyCapsule_Import name of the core's function table (the attribute `_C_API` of interop_core). */
 #define INTEROP_CORE_API_CAPSULE "interop_core._C_API"
 
@@ -88,7 +90,18 @@ typedef int (*interop_core_reader_v1)(PyObject *obj, PyObject *stream,
 typedef int (*interop_core_reader_v2)(PyObject *obj, PyObject *stream,
                                       interop_core_tensor_info *out);
 
-/* The core's helpers for compiled readers.  Members are only ever appended: check `size`
+/* A compiled exporter: the target framework's object over the memory `view` describes (strides
+   in ELEMENTS, `keepalive` unused), holding a reference to `owner` for as long as that object
+   lives.  `owner` keeps the memory alive: a StridedMemoryView, or what the source's reader said
+   holds the memory (the source itself, a DLPack capsule, ...).  `stream` is the consumer stream
+   as to() got it; the core has ordered the memory before it already.  Returns a new reference,
+   or NULL with an exception set.  Put the function in a PyCapsule named
+   INTEROP_CORE_EXPORTER_CAPSULE and pass it as `exporter=` to `registry.add_exporter(...)`:
+   `to(obj, target)` then hands it the reader's description without making a view object. */
+typedef PyObject *(*interop_core_exporter_v1)(const interop_core_tensor_info *view,
+                                              PyObject *owner, PyObject *stream);
+
+/* The core's helpers for compiled readers and exporters.  Members are only ever appended: check `size`
    before using one added after the version you compiled against. */
 typedef struct {
     uint32_t abi_version;        /* INTEROP_CORE_ABI_VERSION of the running core */
@@ -111,6 +124,11 @@ typedef struct {
        view, for a consumer that never writes into what it imports (read-only views are handed
        over too; a legacy capsule cannot say read-only).  NULL with an exception set. */
     PyObject *(*legacy_capsule_for_immutable_consumer)(PyObject *view);
+    /* Describe a StridedMemoryView (exactly that type) in `out`, for compiled exporters: shape
+       and strides in ELEMENTS point into the view and stay valid while it lives; `keepalive`
+       is NULL (hold the view itself: it keeps the memory alive).  0, or -1 with TypeError set
+       for anything else. */
+    int (*describe_view)(PyObject *view, interop_core_tensor_info *out);
 } interop_core_api;
 
 /* The core's table, imported once (NULL with an ImportError set when interop_core is missing

@@ -2,6 +2,7 @@
 
 from cpython.object cimport PyObject
 
+from ..abi cimport interop_core_exporter_v1
 from ..core._record cimport ViewRecord
 
 # A core reader: fill `rec` from `obj`, return the object that keeps the memory alive.  `stream`
@@ -54,10 +55,26 @@ cdef int add_core_reader(str name, core_reader_t fn) except -1
 # The body of view() (exact-type lookup, reader, stream ordering), for compiled callers.
 cdef object view_object(object obj, object stream)
 
-# The launch path's read: fill `rec` (initialised by the caller) from `obj` and return what
-# keeps the memory alive.  `stream` is canonical (None, or an int handle from canonical_stream).
+# The launch path's and to()'s read: fill `rec` (initialised by the caller, who frees its
+# extents) from `obj` and return what keeps the memory alive; compiled readers (core and C ABI)
+# fill `rec` without making a view object, and a type declared read-only reads read-only.
+# `stream` is canonical (None, or an int handle from canonical_stream).
 # Nothing is ordered here (the caller orders each distinct producer stream once), except by
 # DLPack producers, which order themselves before the consumer stream they are handed, and on a
 # type's first sight (the miss path orders that one object).  With a stream, the producer's
 # stream is recorded in `rec` when known (the reader's, else the plugin's strategy).
 cdef object read_unordered(object obj, object stream, ViewRecord* rec)
+
+
+# An exporter compiled against interop_core.h (new_exporter wraps its capsule): callable as
+# `exporter(view, stream)` like any exporter, and, for to(), callable on a record directly.
+cdef class CExporter:
+    cdef interop_core_exporter_v1 fn   # the C function held by `capsule`
+    cdef readonly object capsule       # what the plugin registered (owned: keeps `fn` valid)
+    """PyCapsule: What the plugin registered, named ``"interop_core.exporter_v1"``."""
+
+
+# Hand `rec` to a compiled exporter; `owner` keeps the memory alive (the reader's keep-alive,
+# or a view) and is held by the result.  Returns the exporter's object.
+cdef object export_record(CExporter exporter, const ViewRecord* rec, object owner,
+                          object stream)

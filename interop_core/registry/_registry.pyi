@@ -4,8 +4,8 @@ from typing import Any
 
 from ..core._view import StridedMemoryView
 
-__all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
-           "set_miss_handler", "read_with", "time_dispatch"]
+__all__ = ["view", "ReaderEntry", "new_entry", "CExporter", "new_exporter", "set_entries",
+           "entry_for", "core_reader_names", "set_miss_handler", "read_with", "time_dispatch"]
 
 class ReaderEntry:
     """How objects of one type are read: what a plugin registered, resolved for the hot path."""
@@ -27,7 +27,15 @@ class ReaderEntry:
     @property
     def type_path(self) -> str | None: ...
 
+class CExporter:
+    """An exporter compiled against ``interop_core.h``, callable as every exporter is."""
+
+    @property
+    def capsule(self) -> Any: ...
+    def __call__(self, view: StridedMemoryView, stream: Any = None) -> Any: ...
+
 def view(obj: Any, stream: Any = None) -> StridedMemoryView: ...
+def new_exporter(exporter: Any) -> Callable[[StridedMemoryView, Any], Any]: ...
 def new_entry(reader: Any, plugin: str | None = None, subclasses: bool = False,
               producer_stream: Callable[[Any], int | None] | None = None,
               type_path: str | None = None, readonly: bool = False) -> ReaderEntry: ...

@@ -47,17 +47,20 @@ from ..core._view cimport (
 )
 from ..core._view import _set_producer_stream_lookup, _set_readonly_type_lookup
 
-__all__ = ["view", "ReaderEntry", "new_entry", "set_entries", "entry_for", "core_reader_names",
-           "set_miss_handler", "read_with", "compare_readers", "time_dispatch", "C_API"]
+__all__ = ["view", "ReaderEntry", "new_entry", "CExporter", "new_exporter", "set_entries",
+           "entry_for", "core_reader_names", "set_miss_handler", "read_with", "compare_readers",
+           "time_dispatch", "C_API"]
 
 
 from ..abi cimport (
     INTEROP_CORE_ABI_VERSION,
     INTEROP_CORE_API_CAPSULE,
+    INTEROP_CORE_EXPORTER_CAPSULE,
     INTEROP_CORE_READ_DECLINED,
     INTEROP_CORE_READER_CAPSULE,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_api,
+    interop_core_exporter_v1,
     interop_core_reader_v1,
     interop_core_tensor_info,
 )
@@ -104,6 +107,37 @@ cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
     Py_INCREF(capsule)
     return <PyObject*> capsule
 
+ctypedef int (*describe_view_t)(PyObject*, interop_core_tensor_info*) noexcept
+
+
+cdef int _api_describe_view(PyObject* view, interop_core_tensor_info* out) except -1:
+    # A compiled exporter's read of a view: the record's fields, extents pointing into it (the
+    # caller holds the view while it uses them).  Anything but a view is refused before a
+    # field is read.
+    if not isinstance(<object> view, StridedMemoryView):
+        raise TypeError(f"describe_view needs a StridedMemoryView, got "
+                        f"{type(<object> view).__name__}")
+    _describe_record(&(<StridedMemoryView> <object> view).rec, out)
+    return 0
+
+
+cdef inline void _describe_record(const ViewRecord* rec, interop_core_tensor_info* out) noexcept:
+    out.data = <void*> rec.ptr
+    out.ndim = rec.ext.ndim
+    out.shape = rec.ext.shape
+    out.strides = rec.ext.strides
+    out.strides_in_bytes = 0
+    out.dtype_code = rec.dtype.code
+    out.dtype_bits = rec.dtype.bits
+    out.dtype_lanes = rec.dtype.lanes
+    out.device_type = rec.device_type
+    out.device_id = rec.device_id
+    out.readonly = rec.readonly
+    out.has_producer_stream = rec.has_producer_stream
+    out.producer_stream = rec.producer_stream
+    out.keepalive = NULL
+
+
 cdef interop_core_api _API
 _API.abi_version = INTEROP_CORE_ABI_VERSION
 _API.size = sizeof(interop_core_api)
@@ -111,9 +145,99 @@ _API.dtype_of = <dtype_of_t> _api_dtype_of
 _API.pointer_device = pointer_device
 _API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
 _API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
+_API.describe_view = <describe_view_t> _api_describe_view
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
 C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)
+
+
+# --- compiled exporters (interop_core.h: INTEROP_CORE_EXPORTER_CAPSULE) ------------------------
+
+cdef class CExporter:
+    """An exporter compiled against ``interop_core.h``, callable as every exporter is.
+
+    Made by :func:`new_exporter` from a capsule named ``"interop_core.exporter_v1"``.
+    ``exporter(view, stream)`` hands the C function the view (which then keeps the memory
+    alive); ``interop_core.to()`` hands it a compiled reader's description of the source
+    directly, without making a view object.
+    """
+
+    def __init__(self):
+        raise TypeError("use interop_core.registry._registry.new_exporter(capsule)")
+
+    def __call__(self, view, stream=None):
+        cdef interop_core_tensor_info info
+        _api_describe_view(<PyObject*> view, &info)
+        return _call_exporter(self, &info, view, stream)
+
+    def __repr__(self):
+        return f"CExporter({self.capsule!r})"
+
+
+def new_exporter(exporter):
+    """What a plugin registered as an exporter, made callable: a callable as it is, a capsule
+    wrapped in a :class:`CExporter`.
+
+    Parameters
+    ----------
+    exporter : callable or PyCapsule
+        ``exporter(view, stream) -> object``, or a capsule named ``"interop_core.exporter_v1"``
+        holding a C ``interop_core_exporter_v1`` (``include/interop_core.h``).
+
+    Returns
+    -------
+    callable
+
+    Raises
+    ------
+    ValueError
+        For a capsule of another name, or one holding NULL.
+    TypeError
+        For anything that is neither callable nor a capsule.
+    """
+    cdef CExporter e
+    cdef const char* name
+    if PyCapsule_CheckExact(exporter):
+        name = PyCapsule_GetName(exporter)
+        if name == NULL or strcmp(name, INTEROP_CORE_EXPORTER_CAPSULE) != 0:
+            shown = None if name == NULL else (<bytes> name).decode("utf-8", "replace")
+            raise ValueError(f"an exporter capsule must be named "
+                             f"{INTEROP_CORE_EXPORTER_CAPSULE.decode()!r}, got {shown!r}")
+        e = CExporter.__new__(CExporter)
+        e.fn = <interop_core_exporter_v1> PyCapsule_GetPointer(exporter, name)
+        if e.fn == NULL:
+            raise ValueError("the exporter capsule holds a NULL function pointer")
+        e.capsule = exporter
+        return e
+    if not callable(exporter):
+        raise TypeError(f"exporter must be callable or a PyCapsule, got "
+                        f"{type(exporter).__name__}")
+    return exporter
+
+
+cdef object _call_exporter(CExporter exporter, const interop_core_tensor_info* info,
+                           object owner, object stream):
+    cdef PyObject* made = exporter.fn(info, <PyObject*> owner, <PyObject*> stream)
+    if made == NULL:
+        _propagate_exporter_error(exporter)
+    result = <object> made
+    Py_DECREF_steal(made)       # <object> took a reference of its own
+    return result
+
+
+cdef int _propagate_exporter_error(CExporter exporter) except -1:
+    # Returning -1 from an `except -1` function hands on the exception the C exporter set.
+    if PyErr_Occurred() == NULL:
+        raise BufferError(f"the C exporter {exporter.capsule!r} returned NULL without setting "
+                          "an exception")
+    return -1
+
+
+cdef object export_record(CExporter exporter, const ViewRecord* rec, object owner,
+                          object stream):
+    cdef interop_core_tensor_info info
+    _describe_record(rec, &info)
+    return _call_exporter(exporter, &info, owner, stream)
 
 
 # --- the core's compiled readers, by name ------------------------------------------------------
@@ -472,15 +596,20 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     if type(result) is StridedMemoryView:
         return <StridedMemoryView> result
     if result is NotImplemented or result is None:
-        if entry.fallback is None:
-            raise BufferError(
-                f"the reader registered by plugin {entry.plugin!r} for "
-                f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
-                "plugin registered no fallback= reader")
-        return _fill(entry.fallback, obj, stream)
+        return _fill_declined(entry, obj, stream)
     raise TypeError(
         f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
         f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
+
+
+cdef StridedMemoryView _fill_declined(ReaderEntry entry, object obj, object stream):
+    """What `entry`'s reader declined: its fallback reads it."""
+    if entry.fallback is None:
+        raise BufferError(
+            f"the reader registered by plugin {entry.plugin!r} for "
+            f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
+            "plugin registered no fallback= reader")
+    return _fill(entry.fallback, obj, stream)
 
 
 cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
@@ -572,16 +701,33 @@ cdef inline int _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
     return 0
 
 
+# What _read_capsule_into returns for an object its C reader declined (a keep-alive is never it).
+cdef object _DECLINED = object()
+
+
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
+    # Allocated before the call: from the reader's return until its extents are copied, nothing
+    # may run Python code (an allocation can run the garbage collector, and so finalizers and
+    # other threads), since the reader may hand out a buffer of its own (interop_core.h).
+    cdef StridedMemoryView v = view_new()
+    keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+    if keepalive is _DECLINED:
+        return None
+    v._keepalive = keepalive
+    v.owner = obj
+    return v
+
+
+cdef object _read_capsule_into(ReaderEntry entry, object obj, object stream, ViewRecord* rec):
+    """Run `entry`'s C reader into `rec` (initialised by the caller, who frees its extents).
+
+    Returns what keeps the memory alive, or _DECLINED.  Allocates no Python object between the
+    reader's return and the copy of its extents (see _read_capsule).
+    """
     cdef interop_core_tensor_info info
-    cdef StridedMemoryView v
     cdef int i
     cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
-    # Allocated before the call: from the reader's return until its extents are copied, nothing
-    # here may run Python code (an allocation can run the garbage collector, and so finalizers
-    # and other threads), since the reader may hand out a buffer of its own (interop_core.h).
-    v = view_new()
     cdef int status = (<interop_core_reader_v1> entry.c_reader)(
         <PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
@@ -590,46 +736,44 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
         keepalive = <object> info.keepalive
         Py_DECREF_steal(info.keepalive)
     if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
-        return None
+        return _DECLINED
     if status != 0:
         _propagate_reader_error(entry)
     if info.ndim < 0 or info.ndim > MAX_NDIM:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
         raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    _set_dtype_cached(&v.rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
-    extents_resize(&v.rec.ext, info.ndim)
+    _set_dtype_cached(rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
+    extents_resize(&rec.ext, info.ndim)
     for i in range(info.ndim - 1, -1, -1):
         if info.shape[i] < 0:
             raise BufferError(
                 f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
-        v.rec.ext.shape[i] = info.shape[i]
+        rec.ext.shape[i] = info.shape[i]
         if info.strides == NULL:
-            v.rec.ext.strides[i] = step
+            rec.ext.strides[i] = step
             step *= info.shape[i] if info.shape[i] > 0 else 1
         elif info.strides_in_bytes and entry.c_version >= 2:
             # Itemsizes are powers of two but for vector types: a shift, not a division (a
             # 64-bit division costs as much as the rest of this loop).
-            if v.rec.itemsize & (v.rec.itemsize - 1) == 0:
-                v.rec.ext.strides[i] = info.strides[i] >> _log2(v.rec.itemsize)
+            if rec.itemsize & (rec.itemsize - 1) == 0:
+                rec.ext.strides[i] = info.strides[i] >> _log2(rec.itemsize)
             else:
-                v.rec.ext.strides[i] = info.strides[i] // v.rec.itemsize
-            if v.rec.ext.strides[i] * v.rec.itemsize != info.strides[i]:
+                rec.ext.strides[i] = info.strides[i] // rec.itemsize
+            if rec.ext.strides[i] * rec.itemsize != info.strides[i]:
                 raise BufferError(
                     f"{type(obj).__qualname__} has a stride of {info.strides[i]} bytes in "
-                    f"dimension {i}, not a multiple of its itemsize {v.rec.itemsize}; copy it "
+                    f"dimension {i}, not a multiple of its itemsize {rec.itemsize}; copy it "
                     "first")
         else:
-            v.rec.ext.strides[i] = info.strides[i]
-    v.rec.ptr = <uintptr_t> info.data
-    v.rec.device_type = info.device_type
-    v.rec.device_id = info.device_id
-    v.rec.readonly = info.readonly != 0
-    v.rec.has_producer_stream = info.has_producer_stream != 0
-    v.rec.producer_stream = info.producer_stream
-    v._keepalive = keepalive
-    v.owner = obj
-    return v
+            rec.ext.strides[i] = info.strides[i]
+    rec.ptr = <uintptr_t> info.data
+    rec.device_type = info.device_type
+    rec.device_id = info.device_id
+    rec.readonly = info.readonly != 0
+    rec.has_producer_stream = info.has_producer_stream != 0
+    rec.producer_stream = info.producer_stream
+    return keepalive
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
@@ -741,11 +885,19 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         record_copy(rec, &v.rec)
         return v
     entry = <ReaderEntry> found
-    if entry.kind == READER_CORE:
-        keepalive = entry.core(obj, stream, rec)
-        if stream is not None and rec.device_type != 1:
-            _learn_producer(entry, rec, obj)
-        return keepalive
+    if entry.kind == READER_CORE or entry.kind == READER_CAPSULE:
+        # Straight into `rec`: no view object.  A C reader's decline goes to the fallback chain
+        # below, through a view.
+        if entry.kind == READER_CORE:
+            keepalive = entry.core(obj, stream, rec)
+        else:
+            keepalive = _read_capsule_into(entry, obj, stream, rec)
+        if keepalive is not _DECLINED:
+            if entry.readonly:
+                rec.readonly = True
+            if stream is not None and rec.device_type != 1:
+                _learn_producer(entry, rec, obj)
+            return keepalive
     if entry.kind == READER_SELF:
         v = <StridedMemoryView> obj
         if stream is not None and v.rec.device_type != 1:
@@ -756,7 +908,10 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         v = view_by_protocol(entry.protocol, obj,
                              stream if entry.protocol == PROTOCOL_DLPACK else None)
     else:
-        v = _fill(entry, obj, stream)
+        v = (_fill_declined(entry, obj, stream) if entry.kind == READER_CAPSULE
+             else _fill(entry, obj, stream))
+        if entry.readonly:
+            v.rec.readonly = True
         if stream is not None and v.rec.device_type != 1:
             _learn_producer(entry, &v.rec, obj)
     record_copy(rec, &v.rec)

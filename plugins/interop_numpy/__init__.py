@@ -17,22 +17,60 @@ attach meaning to the memory that a plain view loses, so they go through the gen
 Exporting
 ---------
 ``interop_core.to(x, "numpy")`` (or ``to(x, numpy.ndarray)``) returns an ndarray over the same
-memory whose base keeps the view (and so the original owner) alive, read-only when the view is.
-Device memory raises ``BufferError``: it cannot become a numpy array without a copy, which
-``to(x, "numpy", device="cpu")`` makes (the array API's ``from_dlpack(x, device=)`` rule).
+memory whose base is the view (which keeps the original owner alive), read-only when the view
+is.  The compiled exporter (``_export.to_numpy``) builds it with numpy's documented C API
+(``PyArray_NewFromDescr``, ``PyArray_SetBaseObject``, reached through the table numpy publishes
+for compiled extensions) from the view's record, read through the core's ABI
+(``describe_view``); a numpy whose C ABI version it does not know gets
+:func:`export_numpy_slow` (``np.asarray`` through the buffer protocol) instead
+(``_export.c_api_status()`` says which).  Device memory raises ``BufferError``: it cannot become
+a numpy array without a copy, which ``to(x, "numpy", device="cpu")`` makes (the array API's
+``from_dlpack(x, device=)`` rule).
 
 Loading this module imports neither numpy nor any other framework.
 """
 
 import interop_core
 
-__all__ = ["interop_core_register", "export_numpy"]
+__all__ = ["interop_core_register", "export_numpy", "export_numpy_slow"]
 
 _EXPORTABLE_THROUGH_BUFFER = {}   # DLPack triple -> bool (the buffer protocol can name it)
 
 
 def export_numpy(view, stream=None):
-    """A numpy array over the memory of ``view`` (zero-copy; keeps ``view`` alive).
+    """A numpy array over the memory of ``view`` (zero-copy; its base is ``view``).
+
+    The compiled exporter ``to()`` uses (``_export.to_numpy``): numpy's C API builds the array
+    from the view's record.
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+    stream : None, int or stream object, optional
+        Ignored: host memory needs no stream ordering.
+
+    Returns
+    -------
+    numpy.ndarray
+        Same pointer, shape, strides and dtype (bfloat16 / float8 through ml_dtypes);
+        read-only when ``view`` is.
+
+    Raises
+    ------
+    TypeError
+        If ``view`` is not a view, or its type needs ml_dtypes and that is missing.
+    BufferError
+        For device memory, or a dtype numpy cannot hold.
+    """
+    from . import _export  # compiled; imports numpy on its first export
+
+    return _export.to_numpy(view, stream)
+
+
+def export_numpy_slow(view, stream=None):
+    """:func:`export_numpy` through numpy's Python API (``np.asarray`` over the buffer protocol).
+
+    What the compiled exporter falls back to when numpy's C ABI is not one it knows.
 
     Parameters
     ----------
@@ -59,6 +97,12 @@ def export_numpy(view, stream=None):
             f"device {(view.device_type, view.device_id)}); ask for a copy with "
             "interop_core.to(x, 'numpy', device='cpu')")
     triple = view.dlpack_dtype
+    code, bits, lanes = triple
+    if lanes != 1 or bits % 8:
+        # Vector types and sub-byte types (padded one per byte) mean something else in numpy.
+        raise BufferError(f"numpy cannot hold elements of DLPack type {triple}")
+    if view.ptr == 0 and view.size:
+        raise BufferError("cannot make a numpy array over a NULL pointer")
     through_buffer = _EXPORTABLE_THROUGH_BUFFER.get(triple)
     if through_buffer is None:
         through_buffer = _buffer_can_name(triple)
@@ -70,9 +114,6 @@ def export_numpy(view, stream=None):
     # as unsigned integers of the same width and reinterpret (still zero-copy; ml_dtypes names
     # the type).  The dtype is resolved first so that an unknown one fails before any export.
     target = view.dtype
-    code, bits, lanes = triple
-    if lanes != 1 or bits % 8:
-        raise BufferError(f"numpy cannot hold elements of DLPack type {triple}")
     carrier = interop_core.StridedMemoryView.from_pointer(
         view.ptr, view.shape, view.strides, dtype=f"uint{bits}", readonly=view.readonly,
         owner=view) if bits in (8, 16, 32, 64) else None
@@ -98,5 +139,9 @@ def interop_core_register(registry):
     registry.add_type("numpy:ndarray", reader=_reader.reader_capsule(),
                       fallback=_reader.read_with_python_api, prepare=_reader.prepare,
                       canaries=_reader.canaries)
-    registry.add_exporter("numpy", export_numpy, types=("numpy:ndarray",),
+    from . import _export  # compiled; imports no numpy
+
+    # The compiled exporter itself (interop_core.h): to() hands it the source's description,
+    # without a view object, and runs no Python of this plugin.
+    registry.add_exporter("numpy", _export.exporter_capsule(), types=("numpy:ndarray",),
                           preserves_readonly=True)
