@@ -269,6 +269,52 @@ def test_exporter_round_trips_zero_copy(layout):
     assert held() is None
 
 
+@pytest.mark.parametrize("source", ["cupy array", "view"])
+def test_to_cupy_holds_the_source_through_cupys_unowned_memory(source):
+    # A cupy array is read by the compiled reader, whose keep-alive (the array itself) goes
+    # straight to the compiled exporter; a view is held itself.
+    keep = np.arange(24, dtype=np.float32).reshape(4, 6)
+    a = host_cupy(keep)[::-1, 1:]
+    src = a if source == "cupy array" else interop_core.view(a)
+    held = weakref.ref(src)
+    out = interop_core.to(src, "cupy")
+    assert (out.data.ptr, out.shape, out.strides) == (a.data.ptr, a.shape, a.strides)
+    del src, a
+    gc.collect()
+    assert held() is not None
+    del out
+    gc.collect()
+    assert held() is None
+
+
+def test_to_cupy_of_read_only_memory_warns_and_shares_it():
+    import warnings
+
+    keep = np.arange(6, dtype=np.int16)
+    ro = interop_core.StridedMemoryView.from_pointer(keep.ctypes.data, (2, 3), dtype="int16",
+                                                     device=(2, 0), readonly=True, owner=keep)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = interop_core.to(ro, "cupy")
+    assert out.data.ptr == keep.ctypes.data and out.strides == (6, 2)
+    assert [w.category for w in caught] == [interop_core.plugins.ReadOnlyHandoffWarning]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", (2, 32, 2)])
+def test_to_cupy_of_a_type_cupys_constructor_lacks_goes_through_dlpack(dtype):
+    keep = np.zeros(8, np.uint32)
+    v = interop_core.StridedMemoryView.from_pointer(keep.ctypes.data, (2,), dtype=dtype,
+                                                    device=(2, 0), owner=keep)
+    # cupy.from_dlpack takes it where it can (a device, a type it knows), else the error says
+    # which type cupy could not take.
+    try:
+        out = interop_core.to(v, "cupy")
+    except BufferError as exc:
+        assert f"cupy cannot take this view ({v.dlpack_dtype} on device 2)" in str(exc)
+    else:
+        assert out.data.ptr == keep.ctypes.data
+
+
 def test_to_cupy_by_type_uses_the_cupy_exporter():
     a = host_cupy(np.arange(6, dtype=np.int32))
     assert type(interop_core.to(a, cupy.ndarray)) is cupy.ndarray

@@ -445,6 +445,34 @@ def test_cuda_array_round_trips_through_to_jax():
         interop_core.to(x, "numpy")
 
 
+@pytest.mark.gpu
+def test_to_cupy_of_a_cuda_array_is_zero_copy_holds_it_and_warns_read_only():
+    import gc
+    import weakref
+
+    cupy = pytest.importorskip("cupy")
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
+    x.block_until_ready()
+    alive = weakref.ref(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = interop_core.to(x, "cupy")
+    assert [w.category for w in caught] == [interop_core.plugins.ReadOnlyHandoffWarning]
+    assert type(out) is cupy.ndarray and out.data.ptr == x.unsafe_buffer_pointer()
+    assert out.shape == (3, 4) and out.strides == (16, 4)
+    del x
+    gc.collect()
+    assert alive() is not None                   # cupy's UnownedMemory holds the jax array
+    assert out.sum().item() == 66.0
+    del out
+    gc.collect()
+    assert alive() is None
+
+
 # --- conformance kit -------------------------------------------------------------------------
 
 class TestJaxPluginConformance(PluginConformance):

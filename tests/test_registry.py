@@ -802,6 +802,56 @@ def test_a_compiled_exporter_of_read_only_memory_warns_unless_it_preserves_it(re
     assert flagged[0].filename == __file__          # names the caller of to()
 
 
+def _warning_exporters(r):
+    function, capsule = _recording_exporter()
+    r.add_exporter("plain-python", lambda v, s: v)
+    r.add_exporter("plain-c", capsule)
+    _warning_exporters.keep = function       # the ctypes function behind the capsule
+
+
+@pytest.mark.parametrize("target", ["plain-python", "plain-c"])
+def test_a_read_only_warning_the_filters_ignore_comes_back_when_they_change(registered, target):
+    registered(_warning_exporters, "ro-filters")
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", plugins.ReadOnlyHandoffWarning)
+        interop_core.to(frozen, target)
+        assert not caught
+        warnings.simplefilter("error", plugins.ReadOnlyHandoffWarning)
+        with pytest.raises(plugins.ReadOnlyHandoffWarning, match="read-only"):
+            interop_core.to(frozen, target)
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        interop_core.to(frozen, target)
+        interop_core.to(frozen, target)
+        assert len(caught) == 2
+    with warnings.catch_warnings():          # a new filter list, then the old one again
+        warnings.simplefilter("error", plugins.ReadOnlyHandoffWarning)
+        with pytest.raises(plugins.ReadOnlyHandoffWarning):
+            interop_core.to(frozen, target)
+
+
+@pytest.mark.parametrize("ignore, warned", [
+    ({"module": "somewhere_else"}, True),              # depends on the caller: warnings decides
+    ({"module": __name__}, False),
+    ({"lineno": 1}, True),
+    ({"message": "to\\(ndarray, 'plain"}, False),        # the message matches
+    ({"message": "something else"}, True),
+])
+def test_a_read_only_warning_is_skipped_only_when_every_caller_would_ignore_it(registered,
+                                                                           ignore, warned):
+    registered(_warning_exporters, "ro-filters")
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=plugins.ReadOnlyHandoffWarning, **ignore)
+        interop_core.to(frozen, "plain-c")
+        interop_core.to(frozen, "plain-python")
+    assert len(caught) == (2 if warned else 0)
+
+
 @pytest.mark.parametrize("exporter, error, match", [
     (lambda: _capsule(ctypes.cast(1, ctypes.c_void_p), b"interop_core.reader_v2"), ValueError,
      "an exporter capsule must be named 'interop_core.exporter_v1'"),

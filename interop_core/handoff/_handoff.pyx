@@ -31,6 +31,20 @@ cdef object _warn = warnings.warn
 # interop_core.plugins.ReadOnlyHandoffWarning (the module owns the class too).
 cdef object _ReadOnlyHandoffWarning = plugins.ReadOnlyHandoffWarning
 
+# A read-only handoff warns on every call, and warnings.warn costs ~0.5 us even when the
+# warning is filtered out (it finds the caller's frame and warning registry first).  A warning
+# the filters certainly ignore, whoever calls, is not issued at all: message -> True when the
+# first filter that matches it is "ignore" without a module or line condition (one with such a
+# condition depends on the caller: then warnings.warn decides, every call).  Decided against
+# the filter list seen last, compared by identity, length and first entry: what
+# warnings.simplefilter, filterwarnings, resetwarnings and catch_warnings change (each inserts
+# a new first entry, changes the length or swaps the list), as the interpreter's own registry
+# cache assumes.  The references keep the compared objects alive, so an address is never reused.
+cdef dict _IGNORED = {}
+cdef object _filters_seen = None      # the warnings.filters list _IGNORED was decided against
+cdef object _filters_first = None     # its first entry then (None: it was empty)
+cdef Py_ssize_t _filters_len = -1     # its length then
+
 
 def to(obj, target, stream=None, *, device=None, copy=None, **options):
     """The ``target`` framework's object over the same memory as ``obj``.
@@ -135,6 +149,43 @@ cdef int _warn_read_only(object obj, object name) except -1:
         message = _READ_ONLY_MESSAGES[key] = (
             f"to({type(obj).__name__}, {name!r}): the source is read-only but {name} "
             "objects cannot be; the result shares its memory, so do not write through it")
+    if _certainly_ignored(message):
+        return 0
     # to() runs no Python frame of its own: stacklevel 1 names its caller.
     _warn(message, _ReadOnlyHandoffWarning, 1)
     return 0
+
+
+cdef bint _certainly_ignored(str message) except -1:
+    global _filters_seen, _filters_first, _filters_len
+    filters = warnings.filters
+    if type(filters) is not list:
+        return False
+    first = (<list> filters)[0] if len(<list> filters) else None
+    if (filters is not _filters_seen or len(<list> filters) != _filters_len
+            or first is not _filters_first):
+        _IGNORED.clear()
+        _filters_seen = filters
+        _filters_first = first
+        _filters_len = len(<list> filters)
+    ignored = _IGNORED.get(message)
+    if ignored is None:
+        ignored = _IGNORED[message] = _first_filter_ignores(<list> filters, message)
+    return ignored
+
+
+cdef bint _first_filter_ignores(list filters, str message):
+    """Whether the first filter matching a ReadOnlyHandoffWarning with `message` from any caller
+    is "ignore" (False when it depends on the caller, or when none matches: the default)."""
+    try:
+        for action, pattern, category, module, lineno in filters:
+            if not issubclass(_ReadOnlyHandoffWarning, category):
+                continue
+            if pattern is not None and not pattern.match(message):
+                continue
+            if module is not None or lineno:
+                return False
+            return action == "ignore"
+    except Exception:    # a filter list edited by hand into another shape: let warnings decide
+        return False
+    return False

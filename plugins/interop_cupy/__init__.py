@@ -26,7 +26,13 @@ weak reference (``keep_last="weak"``): passing the same one again skips its ``.p
 
 Exporting
 ---------
-``interop_core.to(x, "cupy")`` returns a ``cupy.ndarray`` over the same device memory.
+``interop_core.to(x, "cupy")`` returns a ``cupy.ndarray`` over the same device memory, built
+with cupy's own constructors (``UnownedMemory`` holding the source, ``MemoryPointer``,
+``ndarray``) by the compiled exporter ``_export.pyx``, which ``to()`` hands the source reader's
+description directly (a compiled exporter on ``interop_core.h``: no view object, no Python of
+this plugin).  Element types cupy's constructor does not take (bfloat16, float8) go through
+``cupy.from_dlpack``.  cupy arrays cannot be read-only: ``to()`` of a read-only source (every
+jax array) warns with ``ReadOnlyHandoffWarning`` unless the warning filters ignore it.
 
 Loading this plugin never imports cupy: types are named as strings and resolved once cupy has
 been imported by the user.
@@ -69,23 +75,10 @@ def producer_stream(obj: Any) -> int:
 _stream_handle = operator.attrgetter("ptr")
 
 
-def _byte_span(view: Any) -> tuple[int, int]:
-    """(lowest byte offset from element 0, bytes spanned) of a non-empty view."""
-    itemsize = view.itemsize
-    low = high = 0
-    for extent, stride in zip(view.shape, view.strides, strict=True):
-        if extent == 0:
-            return 0, 0
-        reach = (extent - 1) * stride * itemsize
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return low, high - low + itemsize
-
-
 def export_cupy(view: Any, stream: Any = None) -> Any:
     """A ``cupy.ndarray`` over the same device memory as ``view``, keeping ``view`` alive.
+
+    The compiled exporter ``to()`` uses (``_export.to_cupy``).
 
     Parameters
     ----------
@@ -106,29 +99,9 @@ def export_cupy(view: Any, stream: Any = None) -> Any:
         For host memory (cupy holds device memory; copy with ``cupy.asarray`` instead), or a
         dtype cupy has no type for.
     """
-    import cupy
+    from . import _export  # compiled; imports cupy on its first export
 
-    if view.device_type not in _CUPY_DEVICE_TYPES:
-        raise BufferError(
-            f"cannot hand {view.device_type == 1 and 'host' or 'non-CUDA'} memory to cupy "
-            f"without a copy (device type {view.device_type}); cupy arrays hold CUDA memory: "
-            "copy it with cupy.asarray(...) instead")
-    if EXPORT_PATH == "memory":
-        try:
-            dtype = view.dtype
-        except TypeError:
-            dtype = None
-        if dtype is not None and dtype.kind in "biufc":
-            low, span = _byte_span(view)
-            memory = cupy.cuda.UnownedMemory(view.ptr + low, span, view,
-                                             device_id=view.device_id)
-            pointer = cupy.cuda.MemoryPointer(memory, -low)
-            return cupy.ndarray(view.shape, dtype, pointer, view.strides_in_bytes)
-    try:
-        return cupy.from_dlpack(view)
-    except Exception as exc:
-        raise BufferError(f"cupy cannot take this view ({view.dlpack_dtype} on device "
-                          f"{view.device_type}): {exc}") from exc
+    return _export.to_cupy(view, stream)
 
 
 @interop_core.hookimpl
@@ -144,4 +117,8 @@ def interop_core_register(registry: Any) -> None:
                           producer_stream=_reader.producer_stream)
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=_stream_handle, keep_last="weak")
-    registry.add_exporter("cupy", export_cupy, types=ARRAY_TYPES, preserves_readonly=False)
+    from . import _export  # compiled; imports no cupy
+
+    # The compiled exporter itself (interop_core.h): to() hands it the source's description.
+    registry.add_exporter("cupy", _export.exporter_capsule(), types=ARRAY_TYPES,
+                          preserves_readonly=False)
