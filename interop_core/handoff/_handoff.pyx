@@ -44,6 +44,17 @@ cdef dict _IGNORED = {}
 cdef object _filters_seen = None      # the warnings.filters list _IGNORED was decided against
 cdef object _filters_first = None     # its first entry then (None: it was empty)
 cdef Py_ssize_t _filters_len = -1     # its length then
+# The warnings module's namespace: `filters` is rebound there (catch_warnings), so it is read
+# on every call, as a dict lookup (the module owns the dict; this is one more reference).
+cdef dict _warnings_namespace = warnings.__dict__
+# The last read-only handoff (source type, target name; references owned here, so neither can
+# be freed and its address reused) with its message and whether the filters ignore it (-1: not
+# decided against the current filters): a loop handing one kind of source over skips the
+# message lookup and the decision.
+cdef object _last_type = None
+cdef object _last_name = None
+cdef str _last_message = None
+cdef int _last_ignored = -1
 
 
 def to(obj, target, stream=None, *, device=None, copy=None, **options):
@@ -143,42 +154,50 @@ cdef object _export_record(CExporter exporter, object obj, bint preserves_readon
 
 
 cdef int _warn_read_only(object obj, object name) except -1:
-    key = (type(obj), name)
-    message = _READ_ONLY_MESSAGES.get(key)
-    if message is None:
-        message = _READ_ONLY_MESSAGES[key] = (
-            f"to({type(obj).__name__}, {name!r}): the source is read-only but {name} "
-            "objects cannot be; the result shares its memory, so do not write through it")
-    if _certainly_ignored(message):
+    global _last_type, _last_name, _last_message, _last_ignored
+    t = type(obj)
+    if t is not _last_type or name is not _last_name:
+        key = (t, name)
+        message = _READ_ONLY_MESSAGES.get(key)
+        if message is None:
+            message = _READ_ONLY_MESSAGES[key] = (
+                f"to({t.__name__}, {name!r}): the source is read-only but {name} objects "
+                "cannot be; the result shares its memory, so do not write through it")
+        _last_type, _last_name, _last_message, _last_ignored = t, name, message, -1
+    if _filters_changed() or _last_ignored < 0:
+        ignored = _IGNORED.get(_last_message)
+        if ignored is None:
+            ignored = _IGNORED[_last_message] = _first_filter_ignores(_last_message)
+        _last_ignored = 1 if ignored else 0
+    if _last_ignored:
         return 0
     # to() runs no Python frame of its own: stacklevel 1 names its caller.
-    _warn(message, _ReadOnlyHandoffWarning, 1)
+    _warn(_last_message, _ReadOnlyHandoffWarning, 1)
     return 0
 
 
-cdef bint _certainly_ignored(str message) except -1:
+cdef bint _filters_changed() except -1:
+    """Whether warnings.filters changed since the decisions in _IGNORED (then forgets them)."""
     global _filters_seen, _filters_first, _filters_len
-    filters = warnings.filters
-    if type(filters) is not list:
+    filters = _warnings_namespace.get("filters")
+    cdef Py_ssize_t n = len(filters) if type(filters) is list else -2
+    first = (<list> filters)[0] if n > 0 else None
+    if filters is _filters_seen and n == _filters_len and first is _filters_first:
         return False
-    first = (<list> filters)[0] if len(<list> filters) else None
-    if (filters is not _filters_seen or len(<list> filters) != _filters_len
-            or first is not _filters_first):
-        _IGNORED.clear()
-        _filters_seen = filters
-        _filters_first = first
-        _filters_len = len(<list> filters)
-    ignored = _IGNORED.get(message)
-    if ignored is None:
-        ignored = _IGNORED[message] = _first_filter_ignores(<list> filters, message)
-    return ignored
+    _IGNORED.clear()
+    _filters_seen = filters
+    _filters_first = first
+    _filters_len = n
+    return True
 
 
-cdef bint _first_filter_ignores(list filters, str message):
+cdef bint _first_filter_ignores(str message) except -1:
     """Whether the first filter matching a ReadOnlyHandoffWarning with `message` from any caller
     is "ignore" (False when it depends on the caller, or when none matches: the default)."""
+    if type(_filters_seen) is not list:
+        return False
     try:
-        for action, pattern, category, module, lineno in filters:
+        for action, pattern, category, module, lineno in <list> _filters_seen:
             if not issubclass(_ReadOnlyHandoffWarning, category):
                 continue
             if pattern is not None and not pattern.match(message):

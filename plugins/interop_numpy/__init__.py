@@ -17,13 +17,14 @@ attach meaning to the memory that a plain view loses, so they go through the gen
 Exporting
 ---------
 ``interop_core.to(x, "numpy")`` (or ``to(x, numpy.ndarray)``) returns an ndarray over the same
-memory whose base is the view (which keeps the original owner alive), read-only when the view
-is.  The compiled exporter (``_export.to_numpy``) builds it with numpy's documented C API
+memory, read-only when the memory is, whose base keeps it alive: the source itself (``x``:
+a numpy, torch or jax array) or, for ``to(view, "numpy")``, the view.  The compiled exporter
+(``_export.pyx``, a compiled exporter on ``interop_core.h``: ``to()`` hands it the source
+reader's record, no view object in between) builds it with numpy's documented C API
 (``PyArray_NewFromDescr``, ``PyArray_SetBaseObject``, reached through the table numpy publishes
-for compiled extensions) from the view's record, read through the core's ABI
-(``describe_view``); a numpy whose C ABI version it does not know gets
-:func:`export_numpy_slow` (``np.asarray`` through the buffer protocol) instead
-(``_export.c_api_status()`` says which).  Device memory raises ``BufferError``: it cannot become
+for compiled extensions, after the ABI-version check ``import_array()`` makes); a numpy whose C
+ABI version it does not know gets :func:`export_numpy_slow` (``np.asarray`` through the buffer
+protocol) instead (``_export.c_api_status()`` says which).  Device memory raises ``BufferError``: it cannot become
 a numpy array without a copy, which ``to(x, "numpy", device="cpu")`` makes (the array API's
 ``from_dlpack(x, device=)`` rule).
 
@@ -40,8 +41,8 @@ _EXPORTABLE_THROUGH_BUFFER = {}   # DLPack triple -> bool (the buffer protocol c
 def export_numpy(view, stream=None):
     """A numpy array over the memory of ``view`` (zero-copy; its base is ``view``).
 
-    The compiled exporter ``to()`` uses (``_export.to_numpy``): numpy's C API builds the array
-    from the view's record.
+    The compiled exporter ``to()`` uses (``_export.pyx``), called on a view: numpy's C API
+    builds the array from the view's record.
 
     Parameters
     ----------
