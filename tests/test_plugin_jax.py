@@ -253,9 +253,10 @@ def test_multi_device_error_in_a_fresh_interpreter_with_two_cpu_devices():
     assert "ERR" in out.stdout and "interop_core.shards()" in out.stdout
 
 
+@pytest.mark.parametrize("entry_point", ["view", "to numpy", "to torch"])
 @pytest.mark.parametrize("how", ["deleted", "donated"])
 @pytest.mark.parametrize("stream", [None, 0])
-def test_deleted_or_donated_array_is_a_clear_error(reader_mode, how, stream):
+def test_deleted_or_donated_array_is_a_clear_error(reader_mode, how, stream, entry_point):
     x = jnp.arange(16.0)
     if how == "deleted":
         x.delete()
@@ -263,7 +264,24 @@ def test_deleted_or_donated_array_is_a_clear_error(reader_mode, how, stream):
         jax.jit(lambda a: a * 2, donate_argnums=0)(x)
     assert x.is_deleted()
     with pytest.raises(BufferError, match="deleted jax array"):
-        interop_core.view(x, stream=stream)
+        if entry_point == "view":
+            interop_core.view(x, stream=stream)
+        elif entry_point == "to numpy":      # the compiled exporter's record path
+            interop_core.to(x, "numpy", stream=stream)
+        else:
+            pytest.importorskip("torch")
+            interop_core.to(x, "torch", stream=stream)
+
+
+def test_to_numpy_of_a_sharded_array_names_shards():
+    devices = jax.devices("cpu")
+    if len(devices) < 2:
+        pytest.skip("needs two jax CPU devices")
+    mesh = jax.sharding.Mesh(np.array(devices[:2]), ("x",))
+    x = jax.device_put(jnp.arange(8.0), jax.sharding.NamedSharding(
+        mesh, jax.sharding.PartitionSpec("x")))
+    with pytest.raises(BufferError, match="interop_core.shards"):
+        interop_core.to(x, "numpy")
 
 
 _OTHER_PROCESS = """

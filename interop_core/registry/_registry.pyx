@@ -718,7 +718,8 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     return v
 
 
-cdef object _read_capsule_into(ReaderEntry entry, object obj, object stream, ViewRecord* rec):
+cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream,
+                                     ViewRecord* rec):
     """Run `entry`'s C reader into `rec` (initialised by the caller, who frees its extents).
 
     Returns what keeps the memory alive, or _DECLINED.  Allocates no Python object between the
