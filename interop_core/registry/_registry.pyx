@@ -32,7 +32,14 @@ from ..core._dlpack_abi cimport DLDataType, DLTensor
 from ..core._dtypes cimport dtype_of_cached, record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport pointer_device, same_stream
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_copy, record_difference
+from ..core._record cimport (
+    INLINE_NDIM,
+    MAX_NDIM,
+    ViewRecord,
+    extents_resize,
+    record_copy,
+    record_difference,
+)
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
     PROTOCOL_DLPACK,
@@ -439,12 +446,23 @@ def set_miss_handler(handler):
 cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef intptr_t consumer = 0
-    if entry.kind == READER_GENERIC or entry.kind == READER_SELF:
+    cdef int kind = entry.kind
+    if kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
     if stream is not None:
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
-    v = _fill(entry, obj, stream)
+    if kind == READER_CAPSULE:
+        # Every compiled reader, first-party or not: filled in place, no intermediate result.
+        v = view_new()
+        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+        if keepalive is _DECLINED:
+            v = _declined(entry, obj, stream)
+        else:
+            v._keepalive = keepalive
+            v.owner = obj
+    else:
+        v = _fill(entry, obj, stream)
     if entry.readonly:
         v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
@@ -459,28 +477,38 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef int kind = entry.kind
     if kind == READER_CAPSULE:
-        result = _read_capsule(entry, obj, stream)
-    elif kind == READER_CORE:
+        v = view_new()
+        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+        if keepalive is _DECLINED:
+            return _declined(entry, obj, stream)
+        v._keepalive = keepalive
+        v.owner = obj
+        return v
+    if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
         v.owner = obj
         return v
-    elif kind == READER_PYTHON:
-        result = entry.reader(obj, stream)
-    else:
+    if kind != READER_PYTHON:
         return view_by_protocol(entry.protocol, obj, stream)
+    result = entry.reader(obj, stream)
     if type(result) is StridedMemoryView:
         return <StridedMemoryView> result
     if result is NotImplemented or result is None:
-        if entry.fallback is None:
-            raise BufferError(
-                f"the reader registered by plugin {entry.plugin!r} for "
-                f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
-                "plugin registered no fallback= reader")
-        return _fill(entry.fallback, obj, stream)
+        return _declined(entry, obj, stream)
     raise TypeError(
         f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
         f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
+
+
+cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream):
+    # The fast reader said "not this one" (an unusual layout, a lazy tensor): its fallback reads.
+    if entry.fallback is None:
+        raise BufferError(
+            f"the reader registered by plugin {entry.plugin!r} for "
+            f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
+            "plugin registered no fallback= reader")
+    return _fill(entry.fallback, obj, stream)
 
 
 cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
@@ -544,44 +572,66 @@ def _declared_readonly(t):
 _set_readonly_type_lookup(_declared_readonly)
 
 
-# The last dtype a C reader reported and its itemsize (read and written with the GIL held, both
-# together): readers report the same few dtypes over and over, and a repeat skips
-# record_set_dtype's table checks.  _last_itemsize 0: nothing cached yet.
+# The last dtype a C reader reported, its itemsize and log2 of it (-1: not a power of two), read
+# and written with the GIL held, all together: readers report the same few dtypes over and over,
+# and a repeat skips record_set_dtype's table checks.  _last_itemsize 0: nothing cached yet.
 cdef DLDataType _last_dtype
 cdef int64_t _last_itemsize = 0
+cdef int _last_shift = -1
 
 
-cdef inline int _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
-                                  uint16_t lanes) except -1:
+cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
+                                      uint16_t lanes, int* shift) except -1:
+    # Returns the itemsize (and its log2 in `shift`) from here rather than having the caller
+    # load rec.itemsize right after this store, which costs a store-to-load round trip per view.
     # Taken field by field, each at the width a reader stores it: one 4-byte load of the three
     # fields right after a reader's three narrow stores cannot be forwarded from them and stalls
     # (a few ns per view on x86).
-    global _last_dtype, _last_itemsize
+    global _last_dtype, _last_itemsize, _last_shift
     cdef DLDataType dt
+    cdef int64_t itemsize
     if (_last_itemsize != 0 and code == _last_dtype.code and bits == _last_dtype.bits
             and lanes == _last_dtype.lanes):
         rec.dtype = _last_dtype
         rec.itemsize = _last_itemsize
-        return 0
+        shift[0] = _last_shift
+        return _last_itemsize
     dt.code = code
     dt.bits = bits
     dt.lanes = lanes
     record_set_dtype(rec, dt, True)
+    itemsize = rec.itemsize
     _last_dtype = dt
-    _last_itemsize = rec.itemsize
-    return 0
+    _last_itemsize = itemsize
+    # Itemsizes are powers of two but for vector types: strides in bytes become elements by a
+    # shift, not a division (a 64-bit division costs as much as the rest of a reader's work).
+    _last_shift = _log2(itemsize) if itemsize & (itemsize - 1) == 0 else -1
+    shift[0] = _last_shift
+    return itemsize
 
 
-cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
+# What _read_capsule_into returns when the reader declined the object: a reader's keep-alive may
+# be any object, so "declined" needs a value no reader can hand back.
+cdef object _DECLINED = object()
+
+
+cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream, ViewRecord* rec):
+    """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
+
+    Returns the object that keeps the memory alive (`obj` unless the reader named another), or
+    `_DECLINED`.  Filling the caller's record in place, a view's or a launch slot's, spares a
+    view allocation and a record copy per tensor on the launch path.
+    """
     cdef interop_core_tensor_info info
-    cdef StridedMemoryView v
-    cdef int i
-    cdef int64_t step = 1
+    cdef int i, ndim, shift = -1
+    cdef int64_t step = 1, itemsize, extent
+    cdef const int64_t* shape
+    cdef const int64_t* strides
     memset(&info, 0, sizeof(info))
-    # Allocated before the call: from the reader's return until its extents are copied, nothing
-    # here may run Python code (an allocation can run the garbage collector, and so finalizers
-    # and other threads), since the reader may hand out a buffer of its own (interop_core.h).
-    v = view_new()
+    # The caller allocated `rec` before this call: from the reader's return until its extents
+    # are copied, nothing here may run Python code (an allocation can run the garbage collector,
+    # and so finalizers and other threads), since the reader may hand out a buffer of its own
+    # (interop_core.h).
     cdef int status = (<interop_core_reader_v1> entry.c_reader)(
         <PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
@@ -589,47 +639,67 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     if info.keepalive != NULL:
         keepalive = <object> info.keepalive
         Py_DECREF_steal(info.keepalive)
-    if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
-        return None
     if status != 0:
+        if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
+            return _DECLINED
         _propagate_reader_error(entry)
-    if info.ndim < 0 or info.ndim > MAX_NDIM:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
-    if info.ndim > 0 and info.shape == NULL:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    _set_dtype_cached(&v.rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
-    extents_resize(&v.rec.ext, info.ndim)
-    for i in range(info.ndim - 1, -1, -1):
-        if info.shape[i] < 0:
-            raise BufferError(
-                f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
-        v.rec.ext.shape[i] = info.shape[i]
-        if info.strides == NULL:
-            v.rec.ext.strides[i] = step
-            step *= info.shape[i] if info.shape[i] > 0 else 1
-        elif info.strides_in_bytes and entry.c_version >= 2:
-            # Itemsizes are powers of two but for vector types: a shift, not a division (a
-            # 64-bit division costs as much as the rest of this loop).
-            if v.rec.itemsize & (v.rec.itemsize - 1) == 0:
-                v.rec.ext.strides[i] = info.strides[i] >> _log2(v.rec.itemsize)
+    ndim = info.ndim
+    shape = info.shape
+    strides = info.strides
+    if <unsigned int> ndim > MAX_NDIM or (ndim > 0 and shape == NULL):
+        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={ndim}"
+                          + (" and a NULL shape" if shape == NULL else ""))
+    itemsize = _set_dtype_cached(rec, info.dtype_code, info.dtype_bits, info.dtype_lanes, &shift)
+    if ndim <= INLINE_NDIM and rec.ext.shape == rec.ext.inline_shape:
+        rec.ext.ndim = ndim
+    else:
+        extents_resize(&rec.ext, ndim)
+    if strides == NULL:
+        for i in range(ndim - 1, -1, -1):
+            extent = shape[i]
+            if extent < 0:
+                _negative_extent(entry, extent)
+            rec.ext.shape[i] = extent
+            rec.ext.strides[i] = step
+            step *= extent if extent > 0 else 1
+    elif info.strides_in_bytes and entry.c_version >= 2:
+        for i in range(ndim):
+            extent = shape[i]
+            if extent < 0:
+                _negative_extent(entry, extent)
+            rec.ext.shape[i] = extent
+            if shift >= 0:
+                rec.ext.strides[i] = strides[i] >> shift
+                if strides[i] & (itemsize - 1):
+                    _stride_not_multiple(obj, i, strides[i], itemsize)
             else:
-                v.rec.ext.strides[i] = info.strides[i] // v.rec.itemsize
-            if v.rec.ext.strides[i] * v.rec.itemsize != info.strides[i]:
-                raise BufferError(
-                    f"{type(obj).__qualname__} has a stride of {info.strides[i]} bytes in "
-                    f"dimension {i}, not a multiple of its itemsize {v.rec.itemsize}; copy it "
-                    "first")
-        else:
-            v.rec.ext.strides[i] = info.strides[i]
-    v.rec.ptr = <uintptr_t> info.data
-    v.rec.device_type = info.device_type
-    v.rec.device_id = info.device_id
-    v.rec.readonly = info.readonly != 0
-    v.rec.has_producer_stream = info.has_producer_stream != 0
-    v.rec.producer_stream = info.producer_stream
-    v._keepalive = keepalive
-    v.owner = obj
-    return v
+                rec.ext.strides[i] = strides[i] // itemsize
+                if rec.ext.strides[i] * itemsize != strides[i]:
+                    _stride_not_multiple(obj, i, strides[i], itemsize)
+    else:
+        for i in range(ndim):
+            extent = shape[i]
+            if extent < 0:
+                _negative_extent(entry, extent)
+            rec.ext.shape[i] = extent
+            rec.ext.strides[i] = strides[i]
+    rec.ptr = <uintptr_t> info.data
+    rec.device_type = info.device_type
+    rec.device_id = info.device_id
+    rec.readonly = info.readonly != 0 or entry.readonly
+    rec.has_producer_stream = info.has_producer_stream != 0
+    rec.producer_stream = info.producer_stream
+    return keepalive
+
+
+cdef int _negative_extent(ReaderEntry entry, int64_t extent) except -1:
+    raise BufferError(f"C reader of plugin {entry.plugin!r} returned a negative extent {extent}")
+
+
+cdef int _stride_not_multiple(object obj, int i, int64_t stride, int64_t itemsize) except -1:
+    raise BufferError(
+        f"{type(obj).__qualname__} has a stride of {stride} bytes in dimension {i}, not a "
+        f"multiple of its itemsize {itemsize}; copy it first")
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
@@ -746,7 +816,18 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         if stream is not None and rec.device_type != 1:
             _learn_producer(entry, rec, obj)
         return keepalive
-    if entry.kind == READER_SELF:
+    if entry.kind == READER_CAPSULE:
+        keepalive = _read_capsule_into(entry, obj, stream, rec)
+        if keepalive is not _DECLINED:
+            if stream is not None and rec.device_type != 1:
+                _learn_producer(entry, rec, obj)
+            return keepalive
+        v = _declined(entry, obj, stream)
+        if stream is not None and v.rec.device_type != 1:
+            _learn_producer(entry, &v.rec, obj)
+        if entry.readonly:
+            v.rec.readonly = True
+    elif entry.kind == READER_SELF:
         v = <StridedMemoryView> obj
         if stream is not None and v.rec.device_type != 1:
             knows_producer_stream(v)
@@ -759,6 +840,8 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         v = _fill(entry, obj, stream)
         if stream is not None and v.rec.device_type != 1:
             _learn_producer(entry, &v.rec, obj)
+        if entry.readonly:
+            v.rec.readonly = True
     record_copy(rec, &v.rec)
     return v
 
@@ -777,7 +860,13 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     """
     cdef StridedMemoryView got, want
     if entry.kind == READER_CAPSULE:
-        result = _read_capsule(entry, obj, None)
+        got = view_new()
+        keepalive = _read_capsule_into(entry, obj, None, &got.rec)
+        if keepalive is _DECLINED:
+            return "declined"
+        got._keepalive = keepalive
+        got.owner = obj
+        result = got
     elif entry.kind == READER_PYTHON:
         result = entry.reader(obj, None)
     else:
@@ -828,7 +917,11 @@ def view(obj, stream=None):
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
     """
-    return view_object(obj, stream)
+    # view_object's body, spelled out: a call less on the hottest path.
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found != NULL:
+        return _read(<ReaderEntry> found, obj, stream)
+    return _view_miss(obj, stream)
 
 
 _reset_entries()
