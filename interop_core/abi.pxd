@@ -1,11 +1,20 @@
-# Cython declarations of the public C ABI for compiled readers (include/interop_core.h, version 2).
+# Cython declarations of the public C ABI for compiled readers (include/interop_core.h, version 3).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
 # nothing else of the core at the C level: they are templates a third party can copy.
 
 from cpython.object cimport PyObject
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uintptr_t
+from libc.stdint cimport (
+    int32_t,
+    int64_t,
+    intptr_t,
+    uint8_t,
+    uint16_t,
+    uint32_t,
+    uint64_t,
+    uintptr_t,
+)
 
 cdef extern from "interop_core.h":
     int INTEROP_CORE_ABI_VERSION
@@ -31,6 +40,7 @@ cdef extern from "interop_core.h":
         intptr_t producer_stream
         PyObject* keepalive          # a new reference the core takes over, or NULL
         int32_t strides_in_bytes
+        uint64_t batch               # version 3, an input: see interop_core.h
 
     ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept

@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers (version 2).
+ * interop_core.h: the C ABI for compiled interop-core readers (version 3).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -34,6 +34,10 @@
  * Version 1 readers (capsule INTEROP_CORE_READER_CAPSULE, return 0 or -1, no byte strides) are
  * still accepted; their struct is the same, the version 2 fields left zero.
  *
+ * Version 3 adds one input, `batch`: read it only when the running core's table says
+ * `abi_version >= 3` (a reader built against this header may be loaded by an older core, whose
+ * struct ends before it).
+ *
  * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver) are in a
  * table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches once.
  *
@@ -50,7 +54,7 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_ABI_VERSION 2
+#define INTEROP_CORE_ABI_VERSION 3
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
 /* PyCapsule_Import name of the core's function table (the attribute `_C_API` of interop_core). */
@@ -78,6 +82,12 @@ typedef struct {
     PyObject *keepalive;         /* new reference, or NULL meaning the object itself */
     /* ---- version 2 ---- */
     int32_t strides_in_bytes;    /* non-zero: `strides` are in bytes */
+    /* ---- version 3: an input, set by interop-core before the call ---- */
+    uint64_t batch;              /* non-zero while one call reads several objects (launch_args):
+                                    what a reader looked up for one object of a batch that
+                                    depends only on the moment, not on the object (e.g. its
+                                    framework's current stream of a device), stays valid for the
+                                    other objects of the same batch.  0: a lone read. */
 } interop_core_tensor_info;
 
 /* `stream` is the consumer's stream, resolved: None (no synchronisation) or the CUstream handle

@@ -1,6 +1,7 @@
 # The per-object hot path: exact type -> reader, in a C hash table, never through pluggy.
 
 from cpython.object cimport PyObject
+from libc.stdint cimport uint64_t
 
 from ..core._record cimport ViewRecord
 
@@ -59,5 +60,6 @@ cdef object view_object(object obj, object stream)
 # Nothing is ordered here (the caller orders each distinct producer stream once), except by
 # DLPack producers, which order themselves before the consumer stream they are handed, and on a
 # type's first sight (the miss path orders that one object).  With a stream, the producer's
-# stream is recorded in `rec` when known (the reader's, else the plugin's strategy).
-cdef object read_unordered(object obj, object stream, ViewRecord* rec)
+# stream is recorded in `rec` when known (the reader's, else the plugin's strategy).  `batch`:
+# the same non-zero number for every object of one launch_args call (interop_core.h, `batch`).
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch)

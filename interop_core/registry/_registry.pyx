@@ -16,7 +16,7 @@ from cpython.pycapsule cimport (
 )
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -615,7 +615,8 @@ cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bit
 cdef object _DECLINED = object()
 
 
-cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream, ViewRecord* rec):
+cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream,
+                                      ViewRecord* rec, uint64_t batch=0):
     """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
     Returns the object that keeps the memory alive (`obj` unless the reader named another), or
@@ -628,6 +629,7 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
     cdef const int64_t* shape
     cdef const int64_t* strides
     memset(&info, 0, sizeof(info))
+    info.batch = batch
     # The caller allocated `rec` before this call: from the reader's return until its extents
     # are copied, nothing here may run Python code (an allocation can run the garbage collector,
     # and so finalizers and other threads), since the reader may hand out a buffer of its own
@@ -801,7 +803,7 @@ cdef object view_object(object obj, object stream):
     return _view_miss(obj, stream)
 
 
-cdef object read_unordered(object obj, object stream, ViewRecord* rec):
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef ReaderEntry entry
     cdef StridedMemoryView v
@@ -817,7 +819,7 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
             _learn_producer(entry, rec, obj)
         return keepalive
     if entry.kind == READER_CAPSULE:
-        keepalive = _read_capsule_into(entry, obj, stream, rec)
+        keepalive = _read_capsule_into(entry, obj, stream, rec, batch)
         if keepalive is not _DECLINED:
             if stream is not None and rec.device_type != 1:
                 _learn_producer(entry, rec, obj)
