@@ -1269,9 +1269,14 @@ def _device_copy_cases(quick: bool) -> list[Case]:
             cases.append(Case("copies", group, name, runner=timed.runner(name),
                               ours=name.startswith("interop_core")))
     # What a tiny copy costs the host (the call, not the transfer): enqueued, not waited for.
+    # The budget's path: the source was produced on the default stream, so every copy orders
+    # the stream after it (an event record and a wait).  Beside it, the same copy with both
+    # producers on the copy's stream (no ordering): the difference is the ordering's cost.
     small_src = torch.ones(1, device="cuda")
     small_dst = torch.empty(1, device="cuda")
     sv, dv = view(small_src), view(small_dst)
+    with torch.cuda.stream(stream):
+        sv_same, dv_same = view(small_src), view(torch.empty(1, device="cuda"))
     group = "copy 4 bytes D2D (host-side cost per call)"
 
     def torch_small():
@@ -1280,6 +1285,8 @@ def _device_copy_cases(quick: bool) -> list[Case]:
 
     cases.append(Case("copies", group, "interop_core copy_from(stream=)",
                       bound(dv.copy_from, sv, handle), ours=True))
+    cases.append(Case("copies", group, "interop_core copy_from(stream=), producers on it",
+                      bound(dv_same.copy_from, sv_same, handle), ours=True))
     cases.append(Case("copies", group, "torch Tensor.copy_ (in a stream context)",
                       torch_small))
     return cases

@@ -101,7 +101,8 @@ BUDGET: tuple[tuple[str, float | str | tuple[str, float] | tuple[str, float, flo
      ("torch Tensor.copy_",)),
     ("copy_to of 4 bytes: host-side cost", 5000,
      ("copy 4 bytes D2D (host-side cost per call)",), "interop_core copy_from(stream=)",
-     ("torch Tensor.copy_ (in a stream context)",)),
+     ("interop_core copy_from(stream=), producers on it",
+      "torch Tensor.copy_ (in a stream context)")),
     ("`import interop_core`", 30e6, ("import interop_core",),
      "interop_core (fresh interpreter)", ()),
     ("third-party compiled reader (public C ABI) vs a first-party one", (

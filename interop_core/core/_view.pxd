@@ -67,3 +67,11 @@ cdef bint knows_producer_stream(StridedMemoryView v) except -1
 # no stream, but the owner's plugin strategy is asked (a producer with asynchronous host work,
 # jax on the CPU, finishes it there).
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1
+
+
+# copies._copy.copy_views, which that module installs here as it is imported (it imports this
+# module, so this one cannot import it at load time): copy_to / copy_from call it directly, as
+# a C function, once the copies module is loaded and both sides are already views.
+ctypedef int (*copy_views_t)(StridedMemoryView dst, StridedMemoryView src,
+                             object stream) except -1
+cdef void install_copy_views(copy_views_t copy) noexcept

@@ -823,6 +823,9 @@ cdef class StridedMemoryView:
         Overlapping source and destination are copied correctly (through a temporary).
         Nothing is written when the call raises.
         """
+        if _copy_views != NULL and type(dst) is StridedMemoryView:
+            _copy_views(<StridedMemoryView> dst, self, stream)
+            return dst
         return _copies().copy(dst, self, stream)
 
     def copy_from(self, src, stream=None):
@@ -841,6 +844,9 @@ cdef class StridedMemoryView:
         StridedMemoryView
             ``self``.
         """
+        if _copy_views != NULL and type(src) is StridedMemoryView:
+            _copy_views(self, <StridedMemoryView> src, stream)
+            return self
         return _copies().copy(self, src, stream)
 
     @staticmethod
@@ -949,6 +955,14 @@ cdef class StridedMemoryView:
 
 # interop_core.copies._copy, imported on the first copy (it imports this module).
 cdef object _copy_module = None
+# Its copy_views (a C function of a module that stays loaded), set by install_copy_views as
+# that module is imported; NULL until then.
+cdef copy_views_t _copy_views = NULL
+
+
+cdef void install_copy_views(copy_views_t copy) noexcept:
+    global _copy_views
+    _copy_views = copy
 
 
 cdef object _copies():
