@@ -625,9 +625,11 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
     """
     cdef interop_core_tensor_info info
     cdef int i, ndim, shift = -1
-    cdef int64_t step = 1, itemsize, extent
+    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
     cdef const int64_t* shape
     cdef const int64_t* strides
+    cdef int64_t* out_shape
+    cdef int64_t* out_strides
     memset(&info, 0, sizeof(info))
     info.batch = batch
     # The caller allocated `rec` before this call: from the reader's return until its extents
@@ -656,35 +658,42 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
         rec.ext.ndim = ndim
     else:
         extents_resize(&rec.ext, ndim)
+    # Locals, so the compiler need not reload them after every store, and the checks folded
+    # into one test after each loop (any negative extent leaves the OR of all of them negative;
+    # any stride the itemsize does not divide leaves a low bit in the OR of all of them): the
+    # loops are a load and a store or two per dimension.  On an error the record is discarded.
+    out_shape = rec.ext.shape
+    out_strides = rec.ext.strides
     if strides == NULL:
         for i in range(ndim - 1, -1, -1):
             extent = shape[i]
-            if extent < 0:
-                _negative_extent(entry, extent)
-            rec.ext.shape[i] = extent
-            rec.ext.strides[i] = step
+            any_extent |= extent
+            out_shape[i] = extent
+            out_strides[i] = step
             step *= extent if extent > 0 else 1
     elif info.strides_in_bytes and entry.c_version >= 2:
-        for i in range(ndim):
-            extent = shape[i]
-            if extent < 0:
-                _negative_extent(entry, extent)
-            rec.ext.shape[i] = extent
-            if shift >= 0:
-                rec.ext.strides[i] = strides[i] >> shift
-                if strides[i] & (itemsize - 1):
-                    _stride_not_multiple(obj, i, strides[i], itemsize)
-            else:
-                rec.ext.strides[i] = strides[i] // itemsize
-                if rec.ext.strides[i] * itemsize != strides[i]:
-                    _stride_not_multiple(obj, i, strides[i], itemsize)
+        if shift >= 0:
+            for i in range(ndim):
+                any_extent |= shape[i]
+                out_shape[i] = shape[i]
+                any_stride |= strides[i]
+                out_strides[i] = strides[i] >> shift
+            if any_stride & (itemsize - 1):
+                _stride_not_multiple(obj, strides, ndim, itemsize)
+        else:
+            for i in range(ndim):
+                any_extent |= shape[i]
+                out_shape[i] = shape[i]
+                out_strides[i] = strides[i] // itemsize
+                if out_strides[i] * itemsize != strides[i]:
+                    _stride_not_multiple(obj, strides, ndim, itemsize)
     else:
         for i in range(ndim):
-            extent = shape[i]
-            if extent < 0:
-                _negative_extent(entry, extent)
-            rec.ext.shape[i] = extent
-            rec.ext.strides[i] = strides[i]
+            any_extent |= shape[i]
+            out_shape[i] = shape[i]
+            out_strides[i] = strides[i]
+    if any_extent < 0:
+        _negative_extent(entry, shape, ndim)
     rec.ptr = <uintptr_t> info.data
     rec.device_type = info.device_type
     rec.device_id = info.device_id
@@ -694,14 +703,24 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
     return keepalive
 
 
-cdef int _negative_extent(ReaderEntry entry, int64_t extent) except -1:
-    raise BufferError(f"C reader of plugin {entry.plugin!r} returned a negative extent {extent}")
+cdef int _negative_extent(ReaderEntry entry, const int64_t* shape, int ndim) except -1:
+    cdef int i
+    for i in range(ndim):
+        if shape[i] < 0:
+            raise BufferError(
+                f"C reader of plugin {entry.plugin!r} returned a negative extent {shape[i]}")
+    return 0
 
 
-cdef int _stride_not_multiple(object obj, int i, int64_t stride, int64_t itemsize) except -1:
-    raise BufferError(
-        f"{type(obj).__qualname__} has a stride of {stride} bytes in dimension {i}, not a "
-        f"multiple of its itemsize {itemsize}; copy it first")
+cdef int _stride_not_multiple(object obj, const int64_t* strides, int ndim,
+                              int64_t itemsize) except -1:
+    cdef int i
+    for i in range(ndim):
+        if strides[i] % itemsize:
+            raise BufferError(
+                f"{type(obj).__qualname__} has a stride of {strides[i]} bytes in dimension {i}, "
+                f"not a multiple of its itemsize {itemsize}; copy it first")
+    return 0
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
