@@ -252,7 +252,7 @@ def _reader_validations(do_import: bool) -> list[dict]:
                     target = getattr(target, part, None)
                 if isinstance(target, type):
                     plugins.reader_for(target)
-    return [{"type": r.type_path, "plugin": r.plugin, "validated": r.validated,
+    return [{"type": r.type_path, "kind": r.kind, "plugin": r.plugin, "validated": r.validated,
              "reason": r.reason, "details": r.details} for r in _validation.results()]
 
 
@@ -323,12 +323,13 @@ def _print_doctor(report: dict, do_import: bool) -> None:
     if note:
         print(f"  {note}")
     print("  (python -m interop_core plugins for the full table)")
-    print("\nFast readers (validated once per process, on first use)")
+    print("\nFast readers and sharded paths (validated once per process, on first use)")
     if not report["readers"]:
         print("  none validated yet" + ("" if do_import else " (--import validates them now)"))
     for row in report["readers"]:
         state = "validated" if row["validated"] else "FELL BACK"
-        print(f"  {row['type']:<28} {state}: {row['reason']}")
+        name = row["type"] if row["kind"] == "reader" else f"{row['type']} (shards)"
+        print(f"  {name:<28} {state}: {row['reason']}")
         for key, value in row["details"].items():
             print(f"  {'':<28}   {key}: {value}")
 

@@ -78,6 +78,7 @@ cdef int _api_dtype_of(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* 
 ctypedef int (*dtype_of_t)(PyObject*, uint8_t*, uint8_t*, uint16_t*) noexcept
 ctypedef int (*describe_dlpack_t)(PyObject*, interop_core_tensor_info*) noexcept
 ctypedef PyObject* (*legacy_capsule_t)(PyObject*) noexcept
+ctypedef PyObject* (*view_from_info_t)(PyObject*, interop_core_tensor_info*) noexcept
 
 
 cdef int _api_describe_dlpack(PyObject* capsule, interop_core_tensor_info* out) except -1:
@@ -104,6 +105,23 @@ cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
     Py_INCREF(capsule)
     return <PyObject*> capsule
 
+cdef PyObject* _api_view_from_info(PyObject* obj, interop_core_tensor_info* info) except NULL:
+    # What view() makes of a reader's fill, for a plugin that fills `info` itself (a sharded
+    # array's pieces, read in one loop of the plugin's own).  The keep-alive is taken over
+    # first, so that every error path releases it.
+    keepalive = <object> obj
+    if info.keepalive != NULL:
+        keepalive = <object> info.keepalive
+        Py_DECREF_steal(info.keepalive)
+        info.keepalive = NULL
+    cdef StridedMemoryView v = view_new()
+    _fill_from_info(v, <object> obj, info, True, None)
+    v._keepalive = keepalive
+    v.owner = <object> obj
+    Py_INCREF(v)
+    return <PyObject*> v
+
+
 cdef interop_core_api _API
 _API.abi_version = INTEROP_CORE_ABI_VERSION
 _API.size = sizeof(interop_core_api)
@@ -111,6 +129,7 @@ _API.dtype_of = <dtype_of_t> _api_dtype_of
 _API.pointer_device = pointer_device
 _API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
 _API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
+_API.view_from_info = <view_from_info_t> _api_view_from_info
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
 C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)
@@ -575,8 +594,6 @@ cdef inline int _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
 cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     cdef interop_core_tensor_info info
     cdef StridedMemoryView v
-    cdef int i
-    cdef int64_t step = 1
     memset(&info, 0, sizeof(info))
     # Allocated before the call: from the reader's return until its extents are copied, nothing
     # here may run Python code (an allocation can run the garbage collector, and so finalizers
@@ -593,21 +610,31 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
         return None
     if status != 0:
         _propagate_reader_error(entry)
+    _fill_from_info(v, obj, &info, entry.c_version >= 2, entry)
+    v._keepalive = keepalive
+    v.owner = obj
+    return v
+
+
+cdef int _fill_from_info(StridedMemoryView v, object obj, interop_core_tensor_info* info,
+                         bint version_2, ReaderEntry entry) except -1:
+    """`v`'s record from a reader's fill (extents copied before any Python code runs)."""
+    cdef int i
+    cdef int64_t step = 1
     if info.ndim < 0 or info.ndim > MAX_NDIM:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
+        raise BufferError(f"{_filled_by(entry)} returned ndim={info.ndim}")
     if info.ndim > 0 and info.shape == NULL:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
+        raise BufferError(f"{_filled_by(entry)} returned a NULL shape")
     _set_dtype_cached(&v.rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
     extents_resize(&v.rec.ext, info.ndim)
     for i in range(info.ndim - 1, -1, -1):
         if info.shape[i] < 0:
-            raise BufferError(
-                f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
+            raise BufferError(f"{_filled_by(entry)} returned a negative extent {info.shape[i]}")
         v.rec.ext.shape[i] = info.shape[i]
         if info.strides == NULL:
             v.rec.ext.strides[i] = step
             step *= info.shape[i] if info.shape[i] > 0 else 1
-        elif info.strides_in_bytes and entry.c_version >= 2:
+        elif info.strides_in_bytes and version_2:
             # Itemsizes are powers of two but for vector types: a shift, not a division (a
             # 64-bit division costs as much as the rest of this loop).
             if v.rec.itemsize & (v.rec.itemsize - 1) == 0:
@@ -627,9 +654,13 @@ cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
     v.rec.readonly = info.readonly != 0
     v.rec.has_producer_stream = info.has_producer_stream != 0
     v.rec.producer_stream = info.producer_stream
-    v._keepalive = keepalive
-    v.owner = obj
-    return v
+    return 0
+
+
+cdef str _filled_by(ReaderEntry entry):
+    if entry is None:
+        return "a compiled plugin's view_from_info"
+    return f"C reader of plugin {entry.plugin!r}"
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
