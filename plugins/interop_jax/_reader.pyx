@@ -557,8 +557,10 @@ cdef class _ShardPlan:
                                     # it owns the layout)
     cdef list devices               # per slot, the jax Device jax puts there (owned here)
     cdef list shard_shapes          # per slot, the shape tuple of that device's array (owned)
+    cdef list kinds                 # per slot, the _memory_kind of the SingleDeviceSharding
+                                    # jax gave that device's array when planned, else _NO_KIND
     cdef list seen_sharding         # per slot, the last per-device sharding confirmed there, or
-                                    # None (owned here: compared by identity, then by jax's ==)
+                                    # None (owned here: compared by identity)
     cdef list seen_aval             # per slot, the last per-device aval confirmed there, or
                                     # None (owned here)
     cdef int32_t* device_types      # per slot, the DLPack device type: one malloc'd block owned
@@ -584,6 +586,9 @@ cdef object _layout_type = None     # interop_core.ShardLayout, looked up once (
 cdef object _public_shards = None   # interop_jax._sharded.jax_shards, the public path (a reference)
 
 
+cdef object _NO_KIND = object()     # module-owned sentinel: "no memory kind planned here"
+
+
 _DELETED_SHARDS = (
     "cannot read the shards of a deleted jax array: its buffers were freed by array.delete() "
     "or donated to a jitted computation (donate_argnums)")
@@ -607,6 +612,8 @@ cdef _ShardPlan _make_plan(object array, object sharding, tuple shape):
     plan.ndim = ndim
     plan.make_shards = layout.shards
     plan.devices = [s.device for s in local]
+    plan.kinds = [s.data._sharding._memory_kind if type(s.data._sharding) is _single_sharding
+                  else _NO_KIND for s in local]
     plan.shard_shapes = [tuple(s.data.aval.shape) for s in local]
     plan.seen_sharding = [None] * n
     plan.seen_aval = [None] * n
@@ -658,23 +665,27 @@ cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object a) except -1:
     """Whether per-device array `a` sits where the plan says slot `k` is (caches what it saw)."""
     cdef uint8_t code, bits
     cdef uint16_t lanes
+    cdef bint same_kind
     sharding = a._sharding
-    seen = plan.seen_sharding[k]
-    if sharding is not seen:
-        # jax's own equality (device and memory kind) with a sharding confirmed here before,
-        # else the device and memory kind themselves.
-        if seen is None or not PyObject_RichCompareBool(sharding, seen, Py_EQ):
-            if type(sharding) is _single_sharding:
-                device = sharding._device
-            else:
-                # An array over one device under another sharding type (a one-device mesh):
-                # its device as jax's own _get_device finds it.
-                devices = sharding._internal_device_list
-                if len(devices) != 1:
-                    return False
-                device = devices[0]
-            if device is not plan.devices[k]:
+    if sharding is not plan.seen_sharding[k]:
+        # Every new array has new per-device shardings: the device by identity (jax's devices
+        # are unique) and the memory kind as planned are enough; anything else is resolved as
+        # the reader resolves it and compared with the plan.
+        if type(sharding) is _single_sharding:
+            device = sharding._device
+            kind = sharding._memory_kind
+            same_kind = kind is plan.kinds[k] or kind == plan.kinds[k]
+        else:
+            # An array over one device under another sharding type (a one-device mesh): its
+            # device as jax's own _get_device finds it.
+            devices = sharding._internal_device_list
+            if len(devices) != 1:
                 return False
+            device = devices[0]
+            same_kind = False
+        if device is not plan.devices[k]:
+            return False
+        if not same_kind:
             dev = <tuple> _resolve_device(device, sharding.memory_kind)
             if dev[0] != plan.device_types[k] or dev[1] != plan.device_ids[k]:
                 return False
