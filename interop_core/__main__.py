@@ -235,13 +235,15 @@ def _plugin_summary() -> dict:
 
 
 def _reader_validations(do_import: bool) -> list[dict]:
-    """Validation results of the fast readers (the frameworks' readers validate on first use).
+    """Validation results of the fast readers and sharded paths (each validates on first use).
 
     Under ``--import`` the frameworks are imported already, so every type a plugin declared is
-    resolved now, which runs each validation once; otherwise only what ran is reported.
+    resolved now, which runs each validation once (a sharded path's too); otherwise only what
+    ran is reported.
     """
     from . import plugins
     from .registry import _validation
+    from .shards import _shards
 
     if do_import:
         for info in plugins.plugin_status():
@@ -252,6 +254,7 @@ def _reader_validations(do_import: bool) -> list[dict]:
                     target = getattr(target, part, None)
                 if isinstance(target, type):
                     plugins.reader_for(target)
+                    _shards.sharded_entry_for(target)   # validates a declared sharded path
     return [{"type": r.type_path, "kind": r.kind, "plugin": r.plugin, "validated": r.validated,
              "reason": r.reason, "details": r.details} for r in _validation.results()]
 

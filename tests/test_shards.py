@@ -349,6 +349,17 @@ def test_shards_of_a_deleted_or_donated_jax_array_is_a_clear_error(jax, force_va
         interop_core.shards(x)
 
 
+def test_a_column_major_device_layout_keeps_its_strides_in_every_shard(jax):
+    from jax.experimental.layout import Format, Layout
+
+    whole, x = _sharded(jax, "rows")
+    y = jax.device_put(x, Format(Layout(major_to_minor=(1, 0)), x.sharding))
+    found = interop_core.shards(y)
+    assert [s.view.strides for s in found] == [(1, 2)] * 4
+    for shard in found:
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
 @pytest.mark.parametrize("stream", [{}, -1])
 def test_jax_shards_ordered_on_a_stream_are_read_per_piece_from_the_same_plan(jax, stream):
     whole, x = _sharded(jax, "rows_replicated")

@@ -284,6 +284,7 @@ cdef int _fill_layout(ShardLayout layout, tuple shape, list indices, list replic
     free(layout._starts)         # __init__ called again: start afresh
     layout._starts = NULL
     layout._count = 0
+    layout._indices = ()
     layout.shape = shape
     layout.complete = complete
     # One block of memory: starts, stops (n x ndim each), then the replica ids.
@@ -740,7 +741,9 @@ def set_miss_handler(handler):
 
 def sharded_entry_for(t):
     """The :class:`ShardedEntry` used for objects of exactly ``t``, or None (viewed whole)."""
-    found = _decide(t)
+    if not isinstance(t, type):
+        raise TypeError(f"expected a type, got {type(t).__name__}")
+    found = _decide(<type> t)     # a cast: types with a metaclass (torch.Tensor) are types too
     return None if found is _PLAIN else found
 
 
