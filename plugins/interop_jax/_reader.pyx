@@ -557,8 +557,9 @@ cdef class _ShardPlan:
                                     # it owns the layout)
     cdef list devices               # per slot, the jax Device jax puts there (owned here)
     cdef list shard_shapes          # per slot, the shape tuple of that device's array (owned)
-    cdef list kinds                 # per slot, the _memory_kind of the SingleDeviceSharding
-                                    # jax gave that device's array when planned, else _NO_KIND
+    cdef list kinds                 # per slot (owned here), the _memory_kind of the sharding
+                                    # jax gave that device's array when planned (a
+                                    # SingleDeviceSharding), else _NO_KIND
     cdef list seen_sharding         # per slot, the last per-device sharding confirmed there, or
                                     # None (owned here: compared by identity)
     cdef list seen_aval             # per slot, the last per-device aval confirmed there, or
