@@ -54,5 +54,6 @@ cdef extern from "interop_core.h":
         int (*pointer_device)(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
         int (*describe_dlpack)(PyObject* capsule, interop_core_tensor_info* out) noexcept
         PyObject* (*legacy_capsule_for_immutable_consumer)(PyObject* view) noexcept
+        PyObject* (*view_from_info)(PyObject* obj, interop_core_tensor_info* info) noexcept
 
     const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL

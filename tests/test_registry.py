@@ -540,7 +540,9 @@ class CoreApi(ctypes.Structure):
                 ("describe_dlpack", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                                                       ctypes.POINTER(TensorInfo))),
                 ("legacy_capsule_for_immutable_consumer",
-                 ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object))]
+                 ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)),
+                ("view_from_info", ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object,
+                                                     ctypes.POINTER(TensorInfo)))]
 
 
 def _core_api():
@@ -588,6 +590,65 @@ def test_the_core_api_exports_a_read_only_view_to_an_immutable_consumer():
     assert (info.data, info.ndim, info.shape[0]) == (a.ctypes.data, 1, 6)
     with pytest.raises(TypeError):
         api.legacy_capsule_for_immutable_consumer(a)
+
+
+def _info_over(a, strides=None, keepalive=None):
+    """A TensorInfo describing numpy array `a` (and the ctypes arrays it points at)."""
+    shape = (ctypes.c_int64 * a.ndim)(*a.shape)
+    info = TensorInfo(data=a.ctypes.data, ndim=a.ndim, shape=shape, dtype_code=2,
+                      dtype_bits=8 * a.itemsize, dtype_lanes=1, device_type=1, readonly=1)
+    held = [shape]
+    if strides is not None:
+        held.append((ctypes.c_int64 * a.ndim)(*strides))
+        info.strides = held[-1]
+        info.strides_in_bytes = 1
+    if keepalive is not None:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(keepalive))   # the new reference it hands over
+        info.keepalive = id(keepalive)
+    return info, held
+
+
+class _Anchor:
+    """An object a view may be asked to keep alive."""
+
+
+def test_the_core_api_makes_the_view_a_reader_fill_describes():
+    api = _core_api()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    info, held = _info_over(a)
+    v = api.view_from_info(a, ctypes.byref(info))
+    assert type(v) is interop_core.StridedMemoryView
+    assert (v.ptr, v.shape, v.strides, v.dtype, v.readonly) == (
+        a.ctypes.data, (3, 4), (4, 1), np.float32, True)
+    assert v.owner is a and v.device_type == 1
+    np.testing.assert_array_equal(np.from_dlpack(v), a)
+    # Byte strides are taken as a version 2 reader's are: the columns, every other one.
+    info, held = _info_over(a[:, ::2], strides=(16, 8))
+    assert api.view_from_info(a, ctypes.byref(info)).strides == (4, 2)
+
+
+def test_the_core_api_view_takes_over_the_keepalive_even_when_it_refuses():
+    api = _core_api()
+    a = np.arange(4, dtype=np.float32)
+    anchor = _Anchor()
+    alive = weakref.ref(anchor)
+    info, held = _info_over(a, keepalive=anchor)
+    v = api.view_from_info(a, ctypes.byref(info))
+    del anchor
+    gc.collect()
+    assert alive() is not None and v.owner is a
+    del v
+    gc.collect()
+    assert alive() is None
+    anchor = _Anchor()
+    alive = weakref.ref(anchor)
+    info, held = _info_over(a, keepalive=anchor)
+    held[0][0] = -1                          # a negative extent: refused
+    with pytest.raises(BufferError, match="negative extent"):
+        api.view_from_info(a, ctypes.byref(info))
+    del anchor
+    gc.collect()
+    assert alive() is None
 
 
 class _Holder:

@@ -870,12 +870,13 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
-def _validation_note(type_path: str) -> str:
-    """How the core's one validation mechanism decided on the reader of ``type_path``."""
+def _validation_note(type_path: str, kind: str = "reader") -> str:
+    """How the core's one validation mechanism decided on the reader (``kind="shards"``: the
+    sharded path) of ``type_path``."""
     from ..registry import _validation
 
     for result in reversed(_validation.results()):
-        if result.type_path == type_path:
+        if result.type_path == type_path and result.kind == kind:
             if result.validated:
                 return f"validated on {result.canaries} canaries"
             return f"fell back: {result.reason}"
@@ -977,6 +978,7 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from .. import Shards, shards, to, view
+    from ..shards import _shards
 
     n = len(devices)
     host = devices[0].platform == "cpu"
@@ -989,8 +991,13 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     # viewed in turn.  (Viewing one array again and again is cheaper: the jax reader remembers
     # the last sharding it met, which n arrays on n devices never repeat.)
     ones = [jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), d) for d in devices]
+    shards(x)   # the sharded path is validated on first use: say which one is measured
+    entry = _shards.sharded_entry_for(type(x))
+    path_note = (f"{entry.shards.__name__}: "
+                 f"{_validation_note(entry.type_path, 'shards') or 'not validated'}")
     cases = [
-        Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n),
+        Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n,
+             note=path_note),
         Case("shards", shards_group, per_device, lambda: [view(a) for a in ones], ours=True,
              calls=n),
         Case("shards", shards_group, single, bound(view, ones[0]), ours=True),

@@ -38,8 +38,9 @@
  * `abi_version >= 3` (a reader built against this header may be loaded by an older core, whose
  * struct ends before it).
  *
- * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver) are in a
- * table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches once.
+ * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver, DLPack
+ * capsules, views made from a filled record) are in a table of function pointers,
+ * `interop_core_api`, which `interop_core_import_api()` fetches once.
  *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
@@ -121,6 +122,15 @@ typedef struct {
        view, for a consumer that never writes into what it imports (read-only views are handed
        over too; a legacy capsule cannot say read-only).  NULL with an exception set. */
     PyObject *(*legacy_capsule_for_immutable_consumer)(PyObject *view);
+    /* A new StridedMemoryView of `obj`, made from `info` exactly as view() makes one from a
+       reader's fill (the same checks; byte strides taken as in version 2), for a plugin that
+       reads several objects in one loop of its own (a sharded array's per-device pieces)
+       rather than through one view() call each.  `info->keepalive` (a new reference, or NULL
+       for `obj` itself) is taken over in every case.  `shape` and `strides` are read during
+       the call only, after it allocates: do not point them at a buffer that Python code can
+       overwrite (a reader's static one).  Read-only flags are taken as given.  NULL with an
+       exception set. */
+    PyObject *(*view_from_info)(PyObject *obj, interop_core_tensor_info *info);
 } interop_core_api;
 
 /* The core's table, imported once (NULL with an ImportError set when interop_core is missing

@@ -85,6 +85,7 @@ cdef int _api_dtype_of(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* 
 ctypedef int (*dtype_of_t)(PyObject*, uint8_t*, uint8_t*, uint16_t*) noexcept
 ctypedef int (*describe_dlpack_t)(PyObject*, interop_core_tensor_info*) noexcept
 ctypedef PyObject* (*legacy_capsule_t)(PyObject*) noexcept
+ctypedef PyObject* (*view_from_info_t)(PyObject*, interop_core_tensor_info*) noexcept
 
 
 cdef int _api_describe_dlpack(PyObject* capsule, interop_core_tensor_info* out) except -1:
@@ -111,6 +112,23 @@ cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
     Py_INCREF(capsule)
     return <PyObject*> capsule
 
+cdef PyObject* _api_view_from_info(PyObject* obj, interop_core_tensor_info* info) except NULL:
+    # What view() makes of a reader's fill, for a plugin that fills `info` itself (a sharded
+    # array's pieces, read in one loop of the plugin's own).  The keep-alive is taken over
+    # first, so that every error path releases it.
+    keepalive = <object> obj
+    if info.keepalive != NULL:
+        keepalive = <object> info.keepalive
+        Py_DECREF_steal(info.keepalive)
+        info.keepalive = NULL
+    cdef StridedMemoryView v = view_new()
+    _fill_record(&v.rec, <object> obj, info, True, None)
+    v._keepalive = keepalive
+    v.owner = <object> obj
+    Py_INCREF(v)
+    return <PyObject*> v
+
+
 cdef interop_core_api _API
 _API.abi_version = INTEROP_CORE_ABI_VERSION
 _API.size = sizeof(interop_core_api)
@@ -118,6 +136,7 @@ _API.dtype_of = <dtype_of_t> _api_dtype_of
 _API.pointer_device = pointer_device
 _API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
 _API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
+_API.view_from_info = <view_from_info_t> _api_view_from_info
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
 C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)
@@ -624,20 +643,14 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
     view allocation and a record copy per tensor on the launch path.
     """
     cdef interop_core_tensor_info info
-    cdef int i, ndim, shift = -1
-    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
-    cdef const int64_t* shape
-    cdef const int64_t* strides
-    cdef int64_t* out_shape
-    cdef int64_t* out_strides
+    cdef int status
     memset(&info, 0, sizeof(info))
     info.batch = batch
     # The caller allocated `rec` before this call: from the reader's return until its extents
     # are copied, nothing here may run Python code (an allocation can run the garbage collector,
     # and so finalizers and other threads), since the reader may hand out a buffer of its own
     # (interop_core.h).
-    cdef int status = (<interop_core_reader_v1> entry.c_reader)(
-        <PyObject*> obj, <PyObject*> stream, &info)
+    status = (<interop_core_reader_v1> entry.c_reader)(<PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
     keepalive = obj
     if info.keepalive != NULL:
@@ -647,11 +660,24 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
         if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
             return _DECLINED
         _propagate_reader_error(entry)
+    _fill_record(rec, obj, &info, entry.c_version >= 2, entry)
+    return keepalive
+
+
+cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_info* info,
+                             bint version_2, ReaderEntry entry) except -1:
+    """`rec` (initialised) from a reader's fill; `entry` None for view_from_info's callers."""
+    cdef int i, ndim, shift = -1
+    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
+    cdef const int64_t* shape
+    cdef const int64_t* strides
+    cdef int64_t* out_shape
+    cdef int64_t* out_strides
     ndim = info.ndim
     shape = info.shape
     strides = info.strides
     if <unsigned int> ndim > MAX_NDIM or (ndim > 0 and shape == NULL):
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={ndim}"
+        raise BufferError(f"{_filled_by(entry)} returned ndim={ndim}"
                           + (" and a NULL shape" if shape == NULL else ""))
     itemsize = _set_dtype_cached(rec, info.dtype_code, info.dtype_bits, info.dtype_lanes, &shift)
     if ndim <= INLINE_NDIM and rec.ext.shape == rec.ext.inline_shape:
@@ -671,7 +697,7 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
             out_shape[i] = extent
             out_strides[i] = step
             step *= extent if extent > 0 else 1
-    elif info.strides_in_bytes and entry.c_version >= 2:
+    elif info.strides_in_bytes and version_2:
         if shift >= 0:
             for i in range(ndim):
                 any_extent |= shape[i]
@@ -697,18 +723,17 @@ cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stre
     rec.ptr = <uintptr_t> info.data
     rec.device_type = info.device_type
     rec.device_id = info.device_id
-    rec.readonly = info.readonly != 0 or entry.readonly
+    rec.readonly = info.readonly != 0 or (entry is not None and entry.readonly)
     rec.has_producer_stream = info.has_producer_stream != 0
     rec.producer_stream = info.producer_stream
-    return keepalive
+    return 0
 
 
 cdef int _negative_extent(ReaderEntry entry, const int64_t* shape, int ndim) except -1:
     cdef int i
     for i in range(ndim):
         if shape[i] < 0:
-            raise BufferError(
-                f"C reader of plugin {entry.plugin!r} returned a negative extent {shape[i]}")
+            raise BufferError(f"{_filled_by(entry)} returned a negative extent {shape[i]}")
     return 0
 
 
@@ -721,6 +746,12 @@ cdef int _stride_not_multiple(object obj, const int64_t* strides, int ndim,
                 f"{type(obj).__qualname__} has a stride of {strides[i]} bytes in dimension {i}, "
                 f"not a multiple of its itemsize {itemsize}; copy it first")
     return 0
+
+
+cdef str _filled_by(ReaderEntry entry):
+    if entry is None:
+        return "a compiled plugin's view_from_info"
+    return f"C reader of plugin {entry.plugin!r}"
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
