@@ -14,13 +14,14 @@ from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
 from .registry._registry import C_API as _C_API  # noqa: F401  (the ABI helper table, interop_core.h)
 from .registry._registry import view
-from .shards import Shard, Shards, shards  # (binds the name `shards` to the function)
+from .shards import Shard, ShardLayout, Shards, shards  # (binds `shards` to the function)
 
 __all__ = [
     "Buffer",
     "LaunchArgs",
     "LaunchKey",
     "Shard",
+    "ShardLayout",
     "Shards",
     "StridedLayout",
     "StridedMemoryView",

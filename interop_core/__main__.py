@@ -235,13 +235,15 @@ def _plugin_summary() -> dict:
 
 
 def _reader_validations(do_import: bool) -> list[dict]:
-    """Validation results of the fast readers (the frameworks' readers validate on first use).
+    """Validation results of the fast readers and sharded paths (each validates on first use).
 
     Under ``--import`` the frameworks are imported already, so every type a plugin declared is
-    resolved now, which runs each validation once; otherwise only what ran is reported.
+    resolved now, which runs each validation once (a sharded path's too); otherwise only what
+    ran is reported.
     """
     from . import plugins
     from .registry import _validation
+    from .shards import _shards
 
     if do_import:
         for info in plugins.plugin_status():
@@ -252,7 +254,8 @@ def _reader_validations(do_import: bool) -> list[dict]:
                     target = getattr(target, part, None)
                 if isinstance(target, type):
                     plugins.reader_for(target)
-    return [{"type": r.type_path, "plugin": r.plugin, "validated": r.validated,
+                    _shards.sharded_entry_for(target)   # validates a declared sharded path
+    return [{"type": r.type_path, "kind": r.kind, "plugin": r.plugin, "validated": r.validated,
              "reason": r.reason, "details": r.details} for r in _validation.results()]
 
 
@@ -323,12 +326,13 @@ def _print_doctor(report: dict, do_import: bool) -> None:
     if note:
         print(f"  {note}")
     print("  (python -m interop_core plugins for the full table)")
-    print("\nFast readers (validated once per process, on first use)")
+    print("\nFast readers and sharded paths (validated once per process, on first use)")
     if not report["readers"]:
         print("  none validated yet" + ("" if do_import else " (--import validates them now)"))
     for row in report["readers"]:
         state = "validated" if row["validated"] else "FELL BACK"
-        print(f"  {row['type']:<28} {state}: {row['reason']}")
+        name = row["type"] if row["kind"] == "reader" else f"{row['type']} (shards)"
+        print(f"  {name:<28} {state}: {row['reason']}")
         for key, value in row["details"].items():
             print(f"  {'':<28}   {key}: {value}")
 

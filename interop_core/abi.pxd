@@ -1,12 +1,21 @@
 # Cython declarations of the public C ABI for compiled readers and exporters
-# (include/interop_core.h, version 2).
+# (include/interop_core.h, version 3).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
 # nothing else of the core at the C level: they are templates a third party can copy.
 
 from cpython.object cimport PyObject
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uintptr_t
+from libc.stdint cimport (
+    int32_t,
+    int64_t,
+    intptr_t,
+    uint8_t,
+    uint16_t,
+    uint32_t,
+    uint64_t,
+    uintptr_t,
+)
 
 cdef extern from "interop_core.h":
     int INTEROP_CORE_ABI_VERSION
@@ -33,6 +42,7 @@ cdef extern from "interop_core.h":
         intptr_t producer_stream
         PyObject* keepalive          # a new reference the core takes over, or NULL
         int32_t strides_in_bytes
+        uint64_t batch               # version 3, an input: see interop_core.h
 
     ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept
@@ -51,6 +61,7 @@ cdef extern from "interop_core.h":
         int (*pointer_device)(uintptr_t ptr, int32_t* device_type, int32_t* device_id) noexcept
         int (*describe_dlpack)(PyObject* capsule, interop_core_tensor_info* out) noexcept
         PyObject* (*legacy_capsule_for_immutable_consumer)(PyObject* view) noexcept
+        PyObject* (*view_from_info)(PyObject* obj, interop_core_tensor_info* info) noexcept
         int (*describe_view)(PyObject* view, interop_core_tensor_info* out) noexcept
 
     const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL

@@ -288,7 +288,10 @@ class PluginRegistrar:
         self._record("exporter", target, (exporter, bool(preserves_readonly)), tuple(types))
 
     def add_sharded_type(self, type_: type | str, shards: Callable[[Any, Any], Any], *,
-                         subclasses: bool = False) -> None:
+                         subclasses: bool = False,
+                         fallback: Callable[[Any, Any], Any] | None = None,
+                         prepare: Callable[[], Any] | None = None,
+                         canaries: Callable[[], Any] | None = None) -> None:
         """Let ``interop_core.shards()`` split objects of exactly ``type_`` into their shards.
 
         Parameters
@@ -302,6 +305,17 @@ class PluginRegistrar:
             per-device pieces (partial sums, say).
         subclasses : bool
             Let subclasses of ``type_`` use it too (off by default, as for ``add_type``).
+        fallback : callable, optional
+            A ``shards`` callable on the framework's documented API, for when ``shards`` reads
+            undocumented internals: installed instead of it when its validation fails.
+        prepare : callable, optional
+            ``prepare() -> None, dict or str``, run once before ``shards`` is first used, as for
+            ``add_type``: a str says why it must not be used (``fallback`` is installed).
+        canaries : callable, optional
+            ``canaries() -> iterable``: sharded objects that ``shards`` must split exactly as
+            ``fallback`` does (each shard's view, index and replica id, and the global shape,
+            dtype and completeness), checked once after ``prepare`` on the type's first
+            ``shards()``.  Requires ``fallback``.
 
         Notes
         -----
@@ -311,7 +325,8 @@ class PluginRegistrar:
         """
         _validate_target(type_, "type_")
         entry = _shards.new_sharded_entry(shards, plugin=_registering, subclasses=subclasses,
-                                          type_path=_type_path(type_))
+                                          type_path=_type_path(type_), fallback=fallback,
+                                          prepare=prepare, canaries=canaries)
         self._record("sharded", type_, entry)
 
     def add_shard_assembler(self, target: str, assemble: Callable[..., Any]) -> None:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Build interop-core on a CUDA machine, run the gpu-marked tests (and the rest), run the benchmark
 # suite (python -m interop_core bench), and write everything under $OUT (default: ./gpu_out):
-# environment.txt build.txt gpu_tests.txt all_tests.txt bench.txt gpu.md gpu.json gpu.png.
+# environment.txt build.txt gpu_tests.txt examples.txt all_tests.txt bench.txt gpu.md gpu.json
+# gpu.png.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh [all|tests|bench]
+#   OUT=/some/dir bash scripts/gpu_check.sh [all|tests|suite|bench]
 #
-# With `tests` or `bench` only that half runs after the build (each fits one device call).
+# After the build, `tests` runs the gpu-marked tests and every example, `suite` the whole test
+# suite (host tests included: about 10 minutes on the H100 host), `bench` the benchmarks; `all`
+# runs the three.  Each of `tests` and `bench` fits one 10-minute device call.
 #
 # Expects the frameworks to be installed already (the GPU machine has torch, cupy, jax, numba-cuda,
 # cuda-core); it installs only this package, without touching dependencies.
@@ -38,32 +41,34 @@ fi
 python3 -m pip install --no-build-isolation --no-deps -q -e examples/third_party_plugin \
   >> "$OUT/build.txt" 2>&1 || echo "example plugin did not build (its tests will skip)"
 
-if [ "$step" != bench ]; then
+if [ "$step" = all ] || [ "$step" = tests ]; then
 echo "== gpu tests"
 python3 -m pytest -m gpu -q -rs -p no:cacheprovider 2>&1 \
   | tee "$OUT/gpu_tests.txt" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
+echo "== examples"
+# Every examples/*.py, run for real on the GPU (logged to examples.txt).
+: > "$OUT/examples.txt"
+for example in examples/*.py; do
+  echo "-- python3 $example" >> "$OUT/examples.txt"
+  if python3 "$example" >> "$OUT/examples.txt" 2>&1; then
+    echo "ok      $example"
+  else
+    echo "FAILED  $example" | tee -a "$OUT/examples.txt"; status=1
+  fi
+done
+fi
+
+if [ "$step" = all ] || [ "$step" = suite ]; then
 echo "== full test suite on the GPU machine"
 # Tests needing a package the GPU image lacks (e.g. hypothesis) are reported, not fatal to the rest.
 python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collection-errors 2>&1 \
   | tee "$OUT/all_tests.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-
-echo "== examples"
-# Every examples/*.py, run for real on the GPU (no new file under $OUT: appended to all_tests.txt).
-echo "== examples" >> "$OUT/all_tests.txt"
-for example in examples/*.py; do
-  echo "-- python3 $example" >> "$OUT/all_tests.txt"
-  if python3 "$example" >> "$OUT/all_tests.txt" 2>&1; then
-    echo "ok      $example"
-  else
-    echo "FAILED  $example" | tee -a "$OUT/all_tests.txt"; status=1
-  fi
-done
 fi
 
-if [ "$step" != tests ]; then
+if [ "$step" = all ] || [ "$step" = bench ]; then
 echo "== benchmarks"
 # One run over host and CUDA objects (--device all): the page, the raw results and the chart.
 # The lead copies gpu.{md,json,png} into benchmarks/results/ and runs benchmarks/publish.py.

@@ -15,7 +15,19 @@
 #   multi_gpu.txt     every other test marked multi_gpu (cross-device streams, peer copies, ...)
 #   bench_shards.txt  python -m interop_core bench --section shards (2 GPUs in-process, 2 and
 #                     8 jax CPU devices in child interpreters); gpu2_shards.{md,json}
+#   bench_check.txt   fails unless the bench measured the two-GPU groups, through the
+#                     compiled sharded path validated on the GPUs; prints the shards budget rows
 #   status.txt        one line per part: its name and exit status
+#
+# To publish the bench: copy $OUT/gpu2_shards.md and $OUT/gpu2_shards.json into
+# benchmarks/results/ (those two names), and include the page in docs/performance.md (the docs
+# test wants every benchmarks/results/*.md included), at the end, like the other runs:
+#
+#   ## Sharded arrays on two GPUs (H200 x2)
+#
+#   ```{include} ../benchmarks/results/gpu2_shards.md
+#   :heading-offset: 2
+#   ```
 #
 #   OUT=/some/dir bash scripts/gpu_check_2gpu.sh [all|tests|bench]
 #
@@ -85,6 +97,32 @@ fi
 if [ "$step" != tests ]; then
   run bench_shards 420 python3 -m interop_core bench --device all --section shards \
     --no-progress --markdown "$OUT/gpu2_shards.md" --json "$OUT/gpu2_shards.json"
+  # The bench skips the GPU groups quietly where jax sees fewer than two GPUs: say so here.
+  run bench_check 60 python3 - "$OUT/gpu2_shards.json" <<'PY'
+import json
+import sys
+
+from interop_core.bench._harness import Measurement
+from interop_core.bench._report import budget_rows, budget_text, within_budget
+
+results = [Measurement(**r) for r in json.load(open(sys.argv[1]))["results"]]
+found = {(r.group, r.name): r for r in results}
+problems = []
+for group, name in (("shards(jax over 2 cuda devices)", "interop_core shards(), per shard"),
+                    ("assemble(jax over 2 cuda devices)",
+                     "interop_core to(Shards.from_pieces(pieces), 'jax', sharding=)")):
+    r = found.get((group, name))
+    if r is None or r.ns is None:
+        problems.append(f"{group}: {name} not measured ({r.note if r else 'no such result'})")
+    elif group.startswith("shards") and not r.note.startswith("read_shards: validated"):
+        problems.append(f"{group}: measured through {r.note!r}, not the validated compiled path")
+for row in budget_rows(results):
+    if row["line"].startswith(("shards(", "to(shards")) and row["group"] is not None:
+        print(f"{row['line']} | {row['group']} | ours {row['ours_ns']:.0f} ns | "
+              f"{budget_text(row)} | {'within' if within_budget(row) else 'OVER'}")
+print("\n".join(problems) or "two-GPU groups measured through the validated compiled path")
+sys.exit(1 if problems else 0)
+PY
 fi
 
 echo "== status (part, exit status)"

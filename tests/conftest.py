@@ -78,9 +78,11 @@ def force_validation():
         _validation._force(type_path, None)
 
 
-def validation_result(type_path):
-    """The core's validation result for the reader of ``type_path`` (validating it if needed)."""
+def validation_result(type_path, kind="reader"):
+    """The core's validation result for the reader (``kind="shards"``: the sharded path) of
+    ``type_path``, validating it if needed."""
     from interop_core.registry import _validation
+    from interop_core.shards import _shards
 
     module, _, qualname = type_path.partition(":")
     import importlib
@@ -89,7 +91,9 @@ def validation_result(type_path):
     for part in qualname.split("."):
         t = getattr(t, part)
     interop_core.plugins.reader_for(t)
-    found = [r for r in _validation.results() if r.type_path == type_path]
+    if kind == "shards":
+        _shards.sharded_entry_for(t)     # a sharded path validates on first use
+    found = [r for r in _validation.results() if r.type_path == type_path and r.kind == kind]
     assert found, f"no validation ran for {type_path}"
     return found[-1]
 

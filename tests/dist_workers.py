@@ -189,9 +189,15 @@ def jax_suite(rank: int, world: int, port: int, device: str) -> dict:
     results: dict = {}
 
     def local_shards():
+        from interop_core.registry import _validation
+
         found = interop_core.shards(array)
         mine = array.addressable_shards
-        return {"global_devices": len(devices), "count": len(found),
+        # Which path served them: the compiled one, validated in this process, or jax's public.
+        served_by = interop_core.plugins._shards.sharded_entry_for(type(array)).shards
+        return {"path": served_by.__name__,
+                "validation": [r.reason for r in _validation.results() if r.kind == "shards"],
+                "global_devices": len(devices), "count": len(found),
                 "shape": list(found.shape), "complete": found.complete,
                 "indices": [_index(s) for s in found],
                 "jax_indices": [[list(s.index[0].indices(whole.shape[0])[:2]),

@@ -67,7 +67,9 @@ def plugin_site(tmp_path_factory) -> Path:
 
 def _run(*args: str, site: Path | None = None, env: dict | None = None,
          code: str | None = None) -> str:
-    paths = [str(ROOT)] + ([str(site)] if site else [])
+    # This tree's first-party plugins, as the test process imports them (the installed entry
+    # points name their modules).
+    paths = [str(ROOT), str(ROOT / "plugins")] + ([str(site)] if site else [])
     full_env = {key: value for key, value in os.environ.items()
                 if key != "INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD"}
     full_env.update({"PYTHONPATH": os.pathsep.join(paths), **(env or {})})
@@ -223,6 +225,17 @@ def test_doctor_import_reports_each_fast_readers_validation():
     assert "canaries" in rows["numpy:ndarray"]["reason"]
     text = _run("doctor", "--import")
     assert "numpy:ndarray" in text and "validated" in text
+
+
+def test_doctor_import_reports_the_jax_sharded_paths_validation_beside_its_readers():
+    jax = pytest.importorskip("jax")
+    report = json.loads(_run("doctor", "--import", "--json"))
+    t = type(jax.numpy.zeros(1))
+    rows = {(row["type"], row["kind"]): row for row in report["readers"]}
+    path = f"{t.__module__}:{t.__qualname__}"
+    assert rows[(path, "reader")]["validated"] and rows[(path, "shards")]["validated"]
+    assert rows[(path, "shards")]["details"]["arrays_checked"] >= 12
+    assert f"{path} (shards)" in _run("doctor", "--import")
 
 
 def test_doctor_reports_a_reader_that_fell_back_and_why():

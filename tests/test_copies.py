@@ -578,6 +578,62 @@ def test_the_destinations_pending_readers_finish_before_the_copy_overwrites_it(t
 
 
 @pytest.mark.gpu
+def test_a_dense_device_copy_without_a_stream_is_complete_on_return(torch_cuda):
+    torch = torch_cuda
+    producer = torch.cuda.Stream()
+    x = torch.zeros(1, device="cuda")
+    dst = torch.zeros(1, device="cuda")
+    for trial in range(1, 6):
+        torch.cuda.synchronize()
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLEEP_CYCLES)
+            x.fill_(float(trial))
+            src = view(x)                   # producer: the side stream, still sleeping
+        view(dst).copy_from(src)            # stream=None: the legacy default stream, waited for
+        assert torch.cuda.default_stream().query() and producer.query(), f"trial {trial}"
+        assert float(dst) == float(trial)
+
+
+@pytest.mark.gpu
+def test_a_dense_device_copy_orders_only_producers_on_other_streams(torch_cuda):
+    from interop_core.cuda import _cuda
+
+    torch = torch_cuda
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        src, dst = torch.arange(4.0, device="cuda"), torch.zeros(4, device="cuda")
+        sv, dv = view(src), view(dst)
+    before = _cuda.orderings_enqueued()
+    dv.copy_from(sv, stream=side)           # both producers are the copy's stream
+    assert _cuda.orderings_enqueued() == before
+    with torch.cuda.stream(side):
+        dv = view(dst)
+    dv.copy_from(sv, stream=other)          # one producer, shared by both sides: ordered once
+    assert _cuda.orderings_enqueued() == before + 1
+    assert dv.producer_stream == other.cuda_stream
+    other.synchronize()
+    assert dst.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_dense_device_copies_of_either_order_and_onto_shifted_memory(torch_cuda, order):
+    torch = torch_cuda
+    stream = torch.cuda.Stream()
+    src = torch.arange(12.0, device="cuda").reshape(3, 4)
+    dst = torch.zeros(3, 4, device="cuda")
+    if order == "F":
+        src, dst = src.t().contiguous().t(), dst.t().contiguous().t()
+    view(dst).copy_from(view(src), stream=stream)
+    stream.synchronize()
+    assert torch.equal(dst, src)
+    x = torch.arange(10.0, device="cuda")
+    view(x[1:9]).copy_from(view(x[0:8]), stream=stream)     # shared memory: through a temporary
+    stream.synchronize()
+    assert x.tolist() == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0]
+
+
+@pytest.mark.gpu
 def test_stream_ordered_allocations_belong_to_their_stream(torch_cuda):
     torch = torch_cuda
     stream = torch.cuda.Stream()

@@ -150,6 +150,20 @@ def test_one_ordering_per_distinct_producer_stream(torch_cuda):
 
 
 @pytest.mark.gpu
+def test_each_call_reads_the_current_stream_afresh_and_once_for_all_its_tensors(torch_cuda):
+    # The torch reader asks torch for a device's current stream once per launch_args call (the
+    # core's batch number): a stream switched between calls must still be seen.
+    torch = torch_cuda
+    other, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    tensors = [torch.ones(8, device="cuda") for _ in range(5)]
+    for current, waits in ((consumer, 0), (other, 1), (consumer, 0), (other, 1)):
+        with torch.cuda.stream(current):
+            before = _cuda.orderings_enqueued()
+            launch_args(tensors, consumer)
+            assert _cuda.orderings_enqueued() - before == waits
+
+
+@pytest.mark.gpu
 def test_the_launch_stream_waits_for_the_producer_without_blocking_the_host(torch_cuda, kernels):
     torch = torch_cuda
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()

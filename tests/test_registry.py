@@ -228,7 +228,8 @@ class TensorInfo(ctypes.Structure):
                 ("dtype_lanes", ctypes.c_uint16), ("device_type", ctypes.c_int32),
                 ("device_id", ctypes.c_int32), ("readonly", ctypes.c_int32),
                 ("has_producer_stream", ctypes.c_int32), ("producer_stream", ctypes.c_ssize_t),
-                ("keepalive", ctypes.c_void_p), ("strides_in_bytes", ctypes.c_int32)]
+                ("keepalive", ctypes.c_void_p), ("strides_in_bytes", ctypes.c_int32),
+                ("batch", ctypes.c_uint64)]
 
 
 READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
@@ -292,6 +293,25 @@ def test_a_c_reader_in_a_capsule_fills_the_view(registered):
     assert (v.ptr, v.shape, v.strides, v.readonly) == (obj.array.ctypes.data, (3, 2), (2, 1), True)
     np.testing.assert_array_equal(np.asarray(v), obj.array)
     assert v.owner is obj
+
+
+def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(registered):
+    seen = []
+
+    @READER_V1
+    def reader(obj, stream, out):
+        seen.append(out.contents.batch)
+        return _fill_from_array(out, obj.array)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "batch-reader")
+    objs = [Tensorish(np.zeros(3, np.float32)) for _ in range(3)]
+    interop_core.launch_args(objs)
+    interop_core.launch_args(objs)
+    view(objs[0])
+    first, second, lone = seen[:3], seen[3:6], seen[6]
+    assert len(set(first)) == 1 and len(set(second)) == 1
+    assert 0 not in first + second and first[0] != second[0]
+    assert lone == 0
 
 
 def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered):
@@ -521,6 +541,8 @@ class CoreApi(ctypes.Structure):
                                                       ctypes.POINTER(TensorInfo))),
                 ("legacy_capsule_for_immutable_consumer",
                  ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)),
+                ("view_from_info", ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object,
+                                                     ctypes.POINTER(TensorInfo))),
                 ("describe_view", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                                                     ctypes.POINTER(TensorInfo)))]
 
@@ -532,9 +554,9 @@ def _core_api():
                        ctypes.POINTER(CoreApi)).contents
 
 
-def test_the_core_api_table_is_version_2_and_converts_dtypes():
+def test_the_core_api_table_is_version_3_and_converts_dtypes():
     api = _core_api()
-    assert api.abi_version == 2 and api.size == ctypes.sizeof(CoreApi)
+    assert api.abi_version == 3 and api.size == ctypes.sizeof(CoreApi)
     code, bits, lanes = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
     assert api.dtype_of(np.dtype("complex64"), code, bits, lanes) == 0
     assert (code.value, bits.value, lanes.value) == (5, 64, 1)
@@ -589,6 +611,65 @@ def test_the_core_api_describes_a_view_for_a_compiled_exporter():
         api.describe_view(a, ctypes.byref(info))
 
 
+def _info_over(a, strides=None, keepalive=None):
+    """A TensorInfo describing numpy array `a` (and the ctypes arrays it points at)."""
+    shape = (ctypes.c_int64 * a.ndim)(*a.shape)
+    info = TensorInfo(data=a.ctypes.data, ndim=a.ndim, shape=shape, dtype_code=2,
+                      dtype_bits=8 * a.itemsize, dtype_lanes=1, device_type=1, readonly=1)
+    held = [shape]
+    if strides is not None:
+        held.append((ctypes.c_int64 * a.ndim)(*strides))
+        info.strides = held[-1]
+        info.strides_in_bytes = 1
+    if keepalive is not None:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(keepalive))   # the new reference it hands over
+        info.keepalive = id(keepalive)
+    return info, held
+
+
+class _Anchor:
+    """An object a view may be asked to keep alive."""
+
+
+def test_the_core_api_makes_the_view_a_reader_fill_describes():
+    api = _core_api()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    info, held = _info_over(a)
+    v = api.view_from_info(a, ctypes.byref(info))
+    assert type(v) is interop_core.StridedMemoryView
+    assert (v.ptr, v.shape, v.strides, v.dtype, v.readonly) == (
+        a.ctypes.data, (3, 4), (4, 1), np.float32, True)
+    assert v.owner is a and v.device_type == 1
+    np.testing.assert_array_equal(np.from_dlpack(v), a)
+    # Byte strides are taken as a version 2 reader's are: the columns, every other one.
+    info, held = _info_over(a[:, ::2], strides=(16, 8))
+    assert api.view_from_info(a, ctypes.byref(info)).strides == (4, 2)
+
+
+def test_the_core_api_view_takes_over_the_keepalive_even_when_it_refuses():
+    api = _core_api()
+    a = np.arange(4, dtype=np.float32)
+    anchor = _Anchor()
+    alive = weakref.ref(anchor)
+    info, held = _info_over(a, keepalive=anchor)
+    v = api.view_from_info(a, ctypes.byref(info))
+    del anchor
+    gc.collect()
+    assert alive() is not None and v.owner is a
+    del v
+    gc.collect()
+    assert alive() is None
+    anchor = _Anchor()
+    alive = weakref.ref(anchor)
+    info, held = _info_over(a, keepalive=anchor)
+    held[0][0] = -1                          # a negative extent: refused
+    with pytest.raises(BufferError, match="negative extent"):
+        api.view_from_info(a, ctypes.byref(info))
+    del anchor
+    gc.collect()
+    assert alive() is None
+
+
 class _Holder:
     """Hands numpy a capsule made elsewhere (np.from_dlpack asks objects for one)."""
 
@@ -607,7 +688,7 @@ def test_the_header_is_where_get_include_says():
 
     header = os.path.join(interop_core.get_include(), "interop_core.h")
     text = open(header).read()
-    assert "#define INTEROP_CORE_ABI_VERSION 2" in text
+    assert "#define INTEROP_CORE_ABI_VERSION 3" in text
     assert "interop_core.reader_v2" in text and "interop_core._C_API" in text
 
 

@@ -220,6 +220,153 @@ def test_view_of_a_sharded_jax_array_names_shards(jax):
         interop_core.view(x)
 
 
+# --- jax: the compiled path, checked against jax's public one ------------------------------------
+
+def _jax_type_path(jax):
+    t = type(jax.numpy.zeros(1))
+    return f"{t.__module__}:{t.__qualname__}"
+
+
+def _split(found) -> list:
+    """Everything a shard says: its view's memory, its device, its block and replica id."""
+    return [(s.view.ptr, s.view.shape, s.view.strides, s.view.dlpack_dtype, s.device,
+             s.view.readonly, tuple((i.start, i.stop) for i in s.index), s.replica)
+            for s in found]
+
+
+def _jaxs_split(x) -> list:
+    """The same, from jax's own addressable_shards."""
+    return [(s.data.unsafe_buffer_pointer(), s.data.shape,
+             tuple(s.indices(n)[:2] for s, n in zip(s.index, x.shape, strict=True)),
+             s.replica_id) for s in x.addressable_shards]
+
+
+@pytest.mark.parametrize("kind", SHARDINGS)
+def test_the_compiled_path_splits_every_sharding_as_jaxs_public_path_does(jax, kind):
+    from interop_jax import _reader
+    from interop_jax._sharded import jax_shards
+
+    whole, x = _sharded(jax, kind)
+    assert interop_core.plugins._shards.sharded_entry_for(type(x)).shards is _reader.read_shards
+    again = jax.device_put(whole + 1, x.sharding)          # the plan of this sharding, reused
+    computed = jax.jit(jax.numpy.negative)(x)             # fresh per-device arrays, jax's order
+    for y in (x, again, computed):
+        fast, public = _reader.read_shards(y), jax_shards(y)
+        assert _split(fast) == _split(public)
+        assert [(p, s, b, r) for p, s, _, _, _, _, b, r in _split(fast)] == _jaxs_split(y)
+        assert (fast.shape, fast.dtype, fast.complete, fast.source) == (
+            public.shape, public.dtype, public.complete, y)
+        np.testing.assert_array_equal(_host_values(fast[-1].view), np.asarray(y)[fast[-1].index])
+
+
+def test_the_sharded_path_validates_on_this_jax(jax):
+    from conftest import validation_result
+
+    result = validation_result(_jax_type_path(jax), "shards")
+    assert result.validated, result.reason
+    assert result.canaries >= 12 and result.details["arrays_checked"] == result.canaries
+
+
+class _Impostor:
+    """A jax array whose per-device arrays are listed other than jax lists them."""
+
+    def __init__(self, array, arrays):
+        self._array, self._arrays = array, arrays
+
+    def __getattr__(self, name):
+        return getattr(self._array, name)
+
+
+def test_per_device_arrays_not_where_the_plan_puts_them_take_the_public_path(jax):
+    from interop_jax import _reader
+
+    whole, x = _sharded(jax, "rows")
+    _reader.read_shards(x)                                  # the plan of this sharding exists
+    swapped = _Impostor(x, [x._arrays[1], x._arrays[0], *x._arrays[2:]])
+    found = _reader.read_shards(swapped)
+    assert [(p, s, b, r) for p, s, _, _, _, _, b, r in _split(found)] == _jaxs_split(x)
+
+
+class _LyingArray:
+    """A per-device array whose pointer accessor means something else (a changed jax)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def unsafe_buffer_pointer(self):
+        return self._array.unsafe_buffer_pointer() + 4
+
+    def __getattr__(self, name):
+        return getattr(self._array, name)
+
+
+def test_a_sharded_path_that_splits_a_canary_differently_is_replaced_by_jaxs_public_one(
+        jax, registered):
+    from conftest import validation_result
+    from interop_jax import _reader
+    from interop_jax._sharded import jax_shards
+
+    whole, x = _sharded(jax, "grid")
+    path = _jax_type_path(jax)
+    canary = _Impostor(x, [_LyingArray(a) for a in x._arrays])
+    name = registered(lambda r: r.add_sharded_type(
+        path, _reader.read_shards, fallback=jax_shards,
+        prepare=_reader.prepare_shards, canaries=lambda: [canary]), "jax-lying-canary")
+    found = interop_core.shards(x)
+    result = validation_result(path, "shards")
+    assert not result.validated and "canary read differently" in result.reason
+    assert interop_core.plugins._shards.sharded_entry_for(type(x)).shards is jax_shards
+    assert [(p, s, b, r) for p, s, _, _, _, _, b, r in _split(found)] == _jaxs_split(x)
+    interop_core.unregister_plugin(name)
+    assert interop_core.plugins._shards.sharded_entry_for(type(x)).shards is _reader.read_shards
+
+
+def test_a_reader_that_fell_back_takes_the_sharded_path_down_with_it(jax, force_validation):
+    from interop_jax import _reader
+    from interop_jax._sharded import jax_shards
+
+    whole, x = _sharded(jax, "rows_replicated")
+    force_validation(_jax_type_path(jax), False, "simulated by the test")
+    assert "did not pass its validation" in _reader.prepare_shards()
+    assert interop_core.plugins._shards.sharded_entry_for(type(x)).shards is jax_shards
+    assert [(p, s, b, r) for p, s, _, _, _, _, b, r in _split(interop_core.shards(x))] == (
+        _jaxs_split(x))
+
+
+@pytest.mark.parametrize("path", ["compiled", "public"])
+@pytest.mark.parametrize("how", ["deleted", "donated"])
+def test_shards_of_a_deleted_or_donated_jax_array_is_a_clear_error(jax, force_validation, how,
+                                                                   path):
+    if path == "public":
+        force_validation(_jax_type_path(jax), False, "simulated by the test")
+    _, x = _sharded(jax, "grid")
+    if how == "deleted":
+        x.delete()
+    else:
+        jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    assert x.is_deleted()
+    with pytest.raises(BufferError, match="shards of a deleted jax array"):
+        interop_core.shards(x)
+
+
+def test_a_column_major_device_layout_keeps_its_strides_in_every_shard(jax):
+    from jax.experimental.layout import Format, Layout
+
+    whole, x = _sharded(jax, "rows")
+    y = jax.device_put(x, Format(Layout(major_to_minor=(1, 0)), x.sharding))
+    found = interop_core.shards(y)
+    assert [s.view.strides for s in found] == [(1, 2)] * 4
+    for shard in found:
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
+@pytest.mark.parametrize("stream", [{}, -1])
+def test_jax_shards_ordered_on_a_stream_are_read_per_piece_from_the_same_plan(jax, stream):
+    whole, x = _sharded(jax, "rows_replicated")
+    found = interop_core.shards(x, stream=stream)
+    assert _split(found) == _split(interop_core.shards(x))
+
+
 # --- assembling ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", SHARDINGS)
@@ -386,6 +533,108 @@ def test_a_plugin_declares_a_shard_assembler(registered):
     found = interop_core.shards(np.zeros(3, np.float32))
     assert interop_core.to(found, "halfstack", None, colour="blue") == "assembled"
     assert seen == {"colour": "blue", "count": 1, "stream": None}
+
+
+def _halves_off_by_one_replica(obj, stream):
+    # A "fast path" that gets the replica ids wrong: what validation must catch.
+    right = _halves_shards(obj, stream)
+    layout = interop_core.ShardLayout(right.shape, [s.index for s in right], [1, 1],
+                                      complete=True)
+    return layout.shards([s.view for s in right], stream, obj)
+
+
+@pytest.mark.parametrize("fault", ["canary", "prepare", "raises"])
+def test_a_sharded_fast_path_that_fails_its_validation_is_replaced_by_its_fallback(
+        registered, fault):
+    from conftest import validation_result
+
+    def prepare():
+        if fault == "raises":
+            raise RuntimeError("layout moved")
+        return "refused by the test" if fault == "prepare" else {"checked": True}
+
+    obj = Halves(np.zeros((2, 3), np.float32), np.ones((3, 3), np.float32))
+    registered(lambda r: r.add_sharded_type(Halves, _halves_off_by_one_replica,
+                                            fallback=_halves_shards, prepare=prepare,
+                                            canaries=lambda: [obj]), "halves-fast")
+    found = interop_core.shards(obj)
+    assert [s.replica for s in found] == [0, 0] and found.complete
+    result = validation_result("test_shards:Halves", "shards")
+    assert not result.validated and result.kind == "shards"
+    assert {"canary": "shard 0", "prepare": "refused by the test",
+            "raises": "layout moved"}[fault] in result.reason
+
+
+def test_a_sharded_fast_path_that_passes_its_validation_is_used(registered):
+    from conftest import validation_result
+
+    calls = []
+
+    def fast(obj, stream):
+        calls.append(obj)
+        return _halves_shards(obj, stream)
+
+    obj = Halves(np.zeros((2, 3), np.float32), np.ones((3, 3), np.float32))
+    registered(lambda r: r.add_sharded_type(Halves, fast, fallback=_halves_shards,
+                                            canaries=lambda: [obj]), "halves-fast")
+    interop_core.shards(obj)
+    result = validation_result("test_shards:Halves", "shards")
+    assert result.validated and result.canaries == 1
+    assert len(calls) == 2          # once for the canary, once for the call
+
+
+def test_validation_checks_need_a_fallback_to_compare_with():
+    with pytest.raises(RuntimeError, match="give fallback= too"):
+        interop_core.register_plugin(
+            __import__("conftest").make_plugin(
+                lambda r: r.add_sharded_type(Halves, _halves_shards, canaries=list)),
+            name="halves-no-fallback")
+
+
+# --- layouts: blocks checked once, any data laid out so -------------------------------------------
+
+def test_a_layout_checks_its_blocks_once_and_splits_any_data_laid_out_so():
+    layout = interop_core.ShardLayout((4, 3), [(slice(0, 2), slice(None)),
+                                               (slice(2, None), slice(0, 3))], complete=True)
+    assert len(layout) == 2 and layout.shape == (4, 3) and layout.complete
+    assert layout.indices == ((slice(0, 2), slice(0, 3)), (slice(2, 4), slice(0, 3)))
+    assert layout.replicas == (0, 0)
+    assert "[0:2, 0:3], [2:4, 0:3]" in repr(layout)
+    for value in (0.0, 1.0):
+        pieces = [np.full((2, 3), value, np.float32), np.full((2, 3), value + 1, np.float32)]
+        found = layout.shards(pieces, source="mine")
+        assert found.complete and found.source == "mine" and found.dtype == np.float32
+        assert [s.view.ptr for s in found] == [p.ctypes.data for p in pieces]
+        assert _blocks(found) == [[(0, 2), (0, 3)], [(2, 4), (0, 3)]]
+    views = [interop_core.view(np.zeros((2, 3))), interop_core.view(np.zeros((2, 3)))]
+    assert [s.view for s in layout.shards(views)] == views      # taken as they are
+
+
+@pytest.mark.parametrize(("indices", "replicas", "message"), [
+    ([(slice(0, 2),), (slice(1, 3),)], None, "overlap without being the same block"),
+    ([(slice(0, 2),)], None, "cover 2 of the 4 elements"),
+    ([(slice(0, 4),), (slice(0, 4),)], None, "same replica id 0"),
+    ([(slice(0, 4),)], [-1], "negative"),
+    ([(slice(0, 4),)], [0, 1], "2 replica ids for 1 shard indices"),
+    ([(slice(0, 5),)], None, "does not lie within 0:4"),
+])
+def test_a_layout_whose_blocks_do_not_tile_the_shape_is_refused(indices, replicas, message):
+    with pytest.raises(ValueError, match=message):
+        interop_core.ShardLayout((4,), indices, replicas, complete=True)
+
+
+def test_data_that_does_not_fit_a_layout_is_refused():
+    layout = interop_core.ShardLayout((4,), [(slice(0, 2),), (slice(2, 4),)], complete=True)
+    with pytest.raises(ValueError, match="2 shard"):
+        layout.shards([np.zeros(2)])
+    with pytest.raises(ValueError, match=r"spans \(2,\) but its data has shape \(3,\)"):
+        layout.shards([np.zeros(2), np.zeros(3)])
+    with pytest.raises(ValueError, match="differs from the global dtype"):
+        layout.shards([np.zeros(2), np.zeros(2, np.float32)])
+    empty = interop_core.ShardLayout((4,), [])
+    assert len(empty.shards([], dtype="int8")) == 0
+    with pytest.raises(ValueError, match="pass dtype="):
+        empty.shards([])
 
 
 # --- streams ------------------------------------------------------------------------------------

@@ -132,6 +132,7 @@ def test_each_jax_process_sees_only_its_addressable_shards(jax_processes, rank):
     device, ranks = jax_processes
     seen = ranks[rank]["local_shards"]
     assert seen["ok"], seen
+    assert seen["path"] == "read_shards", seen["validation"]   # the compiled path validated
     per_process = 2 if device == "cpu" else 1
     assert seen["global_devices"] == 2 * per_process
     assert seen["count"] == per_process and not seen["complete"]

@@ -139,3 +139,47 @@ def test_a_stream_dict_without_a_gpus_entry_is_a_value_error(torch_cuda):
     block = torch.zeros(2, 3, device="cuda:1")
     with pytest.raises(ValueError, match="no entry for CUDA device 1"):
         interop_core.shards(block, stream={0: torch.cuda.Stream(device=0)})
+
+
+def test_the_compiled_sharded_path_validates_on_the_gpus_and_splits_as_jax_does(jax_gpus):
+    from conftest import validation_result
+    from interop_jax import _reader
+    from interop_jax._sharded import jax_shards
+
+    jax, gpus = jax_gpus
+    t = type(jax.device_put(np.zeros(1, np.float32), gpus[0]))
+    result = validation_result(f"{t.__module__}:{t.__qualname__}", "shards")
+    assert result.validated and result.details["devices"] >= 2, result.reason
+    assert interop_core.plugins._shards.sharded_entry_for(t).shards is _reader.read_shards
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    sharding, x = _rows(jax, gpus, whole)
+    replicated = jax.device_put(whole, NamedSharding(Mesh(np.array(gpus), ("x",)),
+                                                     PartitionSpec()))
+    for y in (x, replicated, jax.jit(jax.numpy.negative)(x)):
+        fast, public = _reader.read_shards(y), jax_shards(y)
+        assert [(s.view.ptr, s.view.shape, s.device, [(i.start, i.stop) for i in s.index],
+                 s.replica) for s in fast] == [
+            (s.view.ptr, s.view.shape, s.device, [(i.start, i.stop) for i in s.index],
+             s.replica) for s in public]
+        assert [s.view.ptr for s in fast] == [s.data.unsafe_buffer_pointer()
+                                             for s in y.addressable_shards]
+
+
+def test_jax_shards_over_two_gpus_order_on_each_gpus_stream(jax_gpus, torch_cuda):
+    jax, gpus = jax_gpus
+    torch = torch_cuda
+    whole = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    _, x = _rows(jax, gpus, whole)
+    streams = {g.local_hardware_id: torch.cuda.Stream(device=g.local_hardware_id) for g in gpus}
+    found = interop_core.shards(x, stream=streams)
+    assert [s.view.ptr for s in found] == [s.view.ptr for s in interop_core.shards(x)]
+    for shard in found:
+        device = shard.device[1]
+        with torch.cuda.device(device), torch.cuda.stream(streams[device]):
+            with pytest.warns(ReadOnlyHandoffWarning):     # jax memory is read-only
+                tensor = interop_core.to(shard.view, "torch")
+            copy = tensor.clone()
+        streams[device].synchronize()
+        np.testing.assert_array_equal(copy.cpu().numpy(), whole[shard.index])

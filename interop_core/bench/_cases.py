@@ -15,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -869,12 +870,13 @@ def _cupy_reader_cases(dev: str, a: object) -> list[Case]:
     return cases
 
 
-def _validation_note(type_path: str) -> str:
-    """How the core's one validation mechanism decided on the reader of ``type_path``."""
+def _validation_note(type_path: str, kind: str = "reader") -> str:
+    """How the core's one validation mechanism decided on the reader (``kind="shards"``: the
+    sharded path) of ``type_path``."""
     from ..registry import _validation
 
     for result in reversed(_validation.results()):
-        if result.type_path == type_path:
+        if result.type_path == type_path and result.kind == kind:
             if result.validated:
                 return f"validated on {result.canaries} canaries"
             return f"fell back: {result.reason}"
@@ -976,6 +978,7 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from .. import Shards, shards, to, view
+    from ..shards import _shards
 
     n = len(devices)
     host = devices[0].platform == "cpu"
@@ -988,8 +991,13 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     # viewed in turn.  (Viewing one array again and again is cheaper: the jax reader remembers
     # the last sharding it met, which n arrays on n devices never repeat.)
     ones = [jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), d) for d in devices]
+    shards(x)   # the sharded path is validated on first use: say which one is measured
+    entry = _shards.sharded_entry_for(type(x))
+    path_note = (f"{entry.shards.__name__}: "
+                 f"{_validation_note(entry.type_path, 'shards') or 'not validated'}")
     cases = [
-        Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n),
+        Case("shards", shards_group, ours, bound(shards, x), ours=True, calls=n,
+             note=path_note),
         Case("shards", shards_group, per_device, lambda: [view(a) for a in ones], ours=True,
              calls=n),
         Case("shards", shards_group, single, bound(view, ones[0]), ours=True),
@@ -1269,20 +1277,60 @@ def _device_copy_cases(quick: bool) -> list[Case]:
             cases.append(Case("copies", group, name, runner=timed.runner(name),
                               ours=name.startswith("interop_core")))
     # What a tiny copy costs the host (the call, not the transfer): enqueued, not waited for.
+    # The budget's path: the source was produced on the default stream, so every copy orders
+    # the stream after it (an event record and a wait).  Beside it, the same copy with both
+    # producers on the copy's stream (no ordering): the difference is the ordering's cost.
     small_src = torch.ones(1, device="cuda")
     small_dst = torch.empty(1, device="cuda")
     sv, dv = view(small_src), view(small_dst)
+    with torch.cuda.stream(stream):
+        sv_same, dv_same = view(small_src), view(torch.empty(1, device="cuda"))
     group = "copy 4 bytes D2D (host-side cost per call)"
 
     def torch_small():
         with torch.cuda.stream(stream):
             small_dst.copy_(small_src, non_blocking=True)
 
-    cases.append(Case("copies", group, "interop_core copy_from(stream=)",
-                      bound(dv.copy_from, sv, handle), ours=True))
+    drain = torch.cuda.synchronize
+    cases.append(Case("copies", group, "interop_core copy_from(stream=)", ours=True,
+                      runner=_host_side_runner(bound(dv.copy_from, sv, handle), drain)))
+    cases.append(Case("copies", group, "interop_core copy_from(stream=), producers on it",
+                      ours=True,
+                      runner=_host_side_runner(bound(dv_same.copy_from, sv_same, handle),
+                                               drain)))
     cases.append(Case("copies", group, "torch Tensor.copy_ (in a stream context)",
-                      torch_small))
+                      runner=_host_side_runner(torch_small, drain)))
     return cases
+
+
+def _host_side_runner(fn: Callable[[], object], drain: Callable[[], object], calls: int = 32,
+                      batches: int = 40):
+    """Host time per call of an asynchronous ``fn``, the GPU's queue drained between batches.
+
+    Timed back to back for 20 ms, thousands of tiny copies outrun the GPU, the queue fills and
+    the host waits for the GPU inside the driver: that measures the GPU, not the call.  Here
+    each batch of ``calls`` calls starts on an empty queue (``drain()``, untimed), so every
+    call returns as soon as its work is enqueued.  Per round: the median of ``batches`` batches.
+    """
+    def run(settings: Settings) -> tuple[float, str, dict]:
+        for _ in range(settings.warmup):
+            fn()
+        rounds = []
+        for _ in range(settings.repeats):
+            per_batch = []
+            for _ in range(batches):
+                drain()
+                start = time.perf_counter_ns()
+                for _ in range(calls):
+                    fn()
+                per_batch.append((time.perf_counter_ns() - start) / calls)
+            rounds.append(statistics.median(per_batch))
+        drain()
+        return statistics.median(rounds), (
+            f"host time per call: batches of {calls} calls, the GPU's queue drained between "
+            "them (untimed)"), {"rounds": rounds}
+
+    return run
 
 
 def _section_copies(device: str, quick: bool) -> list[Case]:

@@ -12,24 +12,43 @@
 # Pageable host memory that no memcpy shape fits is staged through a dense buffer on the host
 # and one on the device.  Temporary device memory comes from the stream-ordered pool
 # (cuMemAllocAsync) and is released in stream order once the copy is enqueued.
+#
+# Dense copies between two device views of one device (the common case, and the one whose host
+# cost has a budget: small copies on a stream) skip the plan: one cuMemcpyAsync, with the
+# device's context entered once for the orderings and the memcpy (_copy_dense_on_device).
 
 from libc.stdint cimport int64_t, intptr_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
 from ..core._dlpack_abi cimport kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 from ..core._dtypes cimport describe_dtype
-from ..core._layout cimport StridedLayout, extents_offset_bounds, extents_volume
+from ..core._layout cimport (
+    StridedLayout,
+    extents_is_c_contiguous,
+    extents_is_f_contiguous,
+    extents_offset_bounds,
+    extents_volume,
+)
 from ..core._record cimport MAX_NDIM, extents_copy
-from ..core._view cimport StridedMemoryView, order_view, view_new
+from ..core._view cimport (
+    StridedMemoryView,
+    install_copy_views,
+    knows_producer_stream,
+    order_view,
+    view_new,
+)
+from ..cuda._cuda cimport leave_context, order_streams_entered, same_stream
 from ..cuda._memory cimport (
     Allocation,
     allocate_device,
     allocate_host,
     allocate_managed,
     cuda_device_count,
+    enter_device,
     memcpy_2d_async,
     memcpy_3d_async,
     memcpy_async,
+    memcpy_async_entered,
     memcpy_peer_async,
     peer_access,
     stream_device,
@@ -491,6 +510,72 @@ cdef int _order_side(StridedMemoryView v, intptr_t stream, int device_id) except
     return order_view(v, stream)
 
 
+cdef int64_t _dense_bytes(StridedMemoryView dst, StridedMemoryView src) noexcept:
+    """The bytes of a copy that is one memcpy of dense memory between two device views of one
+    device (same shape, both C- or both F-contiguous, not overlapping), else 0."""
+    cdef int i
+    cdef int64_t nbytes
+    if (dst.rec.device_type != kDLCUDA or src.rec.device_type != kDLCUDA
+            or dst.rec.device_id != src.rec.device_id or dst.rec.ext.ndim != src.rec.ext.ndim):
+        return 0
+    for i in range(dst.rec.ext.ndim):
+        if dst.rec.ext.shape[i] != src.rec.ext.shape[i]:
+            return 0
+    if not ((extents_is_c_contiguous(&dst.rec.ext) and extents_is_c_contiguous(&src.rec.ext))
+            or (extents_is_f_contiguous(&dst.rec.ext)
+                and extents_is_f_contiguous(&src.rec.ext))):
+        return 0
+    # Dense with positive strides: element 0 is the lowest address, the rest follow it.
+    nbytes = extents_volume(&dst.rec.ext) * dst.rec.itemsize
+    if nbytes <= 0:
+        return 0
+    if (dst.rec.ptr < src.rec.ptr + <uintptr_t> nbytes
+            and src.rec.ptr < dst.rec.ptr + <uintptr_t> nbytes):
+        return 0        # shared memory: the general path (a temporary, or nothing to do)
+    return nbytes
+
+
+cdef int _copy_dense_on_device(StridedMemoryView dst, StridedMemoryView src, int64_t nbytes,
+                               bint sync, intptr_t handle) except -1:
+    """One cuMemcpyAsync between dense memory of one device: the general path's outcome
+    (ordering, the memcpy, the destination's producer stream) with the fewest driver calls."""
+    cdef int device_id = dst.rec.device_id
+    cdef int pushed, stream_of
+    cdef bint order_src, order_dst
+    _check_reachable(dst, "destination")   # the source is on the same device
+    if sync:
+        stream_of = stream_device(handle, device_id)
+        if stream_of != device_id:
+            raise ValueError(f"copy: the stream belongs to CUDA device {stream_of}, but the "
+                             "copy's device memory is elsewhere; pass a stream of the source's "
+                             "or the destination's device")
+    else:
+        handle = 0      # the legacy default stream of the copying device, waited for below
+    # Both producers are looked up first: a plugin's strategy may run Python code, which must
+    # not find our context pushed.  A producer stream shared by both sides is ordered once.
+    order_src = knows_producer_stream(src) and not same_stream(src.rec.producer_stream, handle)
+    order_dst = (knows_producer_stream(dst) and not same_stream(dst.rec.producer_stream, handle)
+                 and not (order_src and same_stream(dst.rec.producer_stream,
+                                                    src.rec.producer_stream)))
+    # One context entry for the orderings and the memcpy (each used to check it again).
+    pushed = enter_device(device_id)
+    try:
+        if order_src:
+            order_streams_entered(src.rec.producer_stream, handle, device_id)
+        if order_dst:
+            order_streams_entered(dst.rec.producer_stream, handle, device_id)
+        memcpy_async_entered(dst.rec.ptr, src.rec.ptr, <size_t> nbytes, handle)
+    finally:
+        leave_context(pushed)
+    if not sync:
+        stream_synchronize(0, device_id)
+    else:
+        # Later consumers of this view order themselves after the copy.
+        dst.rec.producer_stream = handle
+        dst.rec.has_producer_stream = True
+    return 0
+
+
 cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream) except -1:
     cdef CopyPlan plan
     cdef int64_t dst_bytes[MAX_NDIM]
@@ -498,6 +583,7 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
     cdef intptr_t handle = 0
     cdef bint sync
     cdef int device_id, cuda_device
+    cdef int64_t dense
     cdef uintptr_t dst_addr, src_addr
     if dst.rec.readonly:
         raise BufferError("copy: the destination is read-only")
@@ -506,6 +592,12 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
         raise ValueError(f"copy: the source's dtype {describe_dtype(src.rec.dtype)} differs from "
                          f"the destination's {describe_dtype(dst.rec.dtype)} (copies do not "
                          "convert)")
+    dense = _dense_bytes(dst, src)
+    if dense:
+        # The fast path: no broadcasting, no plan, one memcpy (the common device copy, and the
+        # one whose host cost matters most: small copies on a stream).
+        sync = resolve_stream(stream, &handle)
+        return _copy_dense_on_device(dst, src, dense, sync, handle)
     _broadcast(dst, src, dst_bytes, src_bytes)
     sync = resolve_stream(stream, &handle)
     _check_reachable(dst, "destination")
@@ -551,6 +643,9 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
         dst.rec.producer_stream = handle
         dst.rec.has_producer_stream = True
     return 0
+
+
+install_copy_views(copy_views)
 
 
 _DEVICE_NAMES = {"cpu": kDLCPU, "cuda": kDLCUDA, "cuda_host": kDLCUDAHost,

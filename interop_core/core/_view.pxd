@@ -2,6 +2,8 @@ from libc.stdint cimport intptr_t, uintptr_t
 
 from ._record cimport ViewRecord
 
+from cpython.object cimport PyObject
+
 
 cdef class StridedMemoryView:
     cdef ViewRecord rec          # pointer, extents, dtype, device; owned by this object
@@ -9,13 +11,18 @@ cdef class StridedMemoryView:
     """object: The object the view was made from; kept alive as long as the view."""
     cdef object _keepalive       # what actually keeps the memory alive: a DLPack holder, a
                                  # buffer holder, or the owner itself; released when the view dies
-    cdef object _numpy_dtype     # cache for .dtype (numpy is imported only when asked)
-    # Caches for .shape / .strides / .strides_in_bytes, built on first read (None until then):
-    # a view's extents never change once it is returned, so launchers reading them on every
-    # call pay for one tuple per view.  Owned by the view.
-    cdef tuple _shape
-    cdef tuple _strides
-    cdef tuple _strides_in_bytes
+    # Caches for .dtype / .shape / .strides / .strides_in_bytes, built on first read: a view's
+    # metadata never changes once it is returned, so launchers reading it on every call pay for
+    # one object per view.  Owned references, NULL until first read, released in __dealloc__.
+    # Raw pointers rather than object fields: an object field starts as None, and the None
+    # reference counting of four more fields on every view's creation and death cost more than
+    # the reader itself (a chain of dependent writes to one counter).  They can hold only a numpy
+    # dtype and tuples of ints, which never refer back to a view, so the garbage collector need
+    # not see them.
+    cdef PyObject* _numpy_dtype
+    cdef PyObject* _shape
+    cdef PyObject* _strides
+    cdef PyObject* _strides_in_bytes
     cdef object __weakref__
 
 
@@ -60,3 +67,11 @@ cdef bint knows_producer_stream(StridedMemoryView v) except -1
 # no stream, but the owner's plugin strategy is asked (a producer with asynchronous host work,
 # jax on the CPU, finishes it there).
 cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1
+
+
+# copies._copy.copy_views, which that module installs here as it is imported (it imports this
+# module, so this one cannot import it at load time): copy_to / copy_from call it directly, as
+# a C function, once the copies module is loaded and both sides are already views.
+ctypedef int (*copy_views_t)(StridedMemoryView dst, StridedMemoryView src,
+                             object stream) except -1
+cdef void install_copy_views(copy_views_t copy) noexcept

@@ -6,6 +6,8 @@
 
 from cpython.buffer cimport Py_buffer
 from cpython.pycapsule cimport PyCapsule_CheckExact
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
 from ..cuda._cuda cimport order_streams, pointer_device
@@ -82,6 +84,12 @@ cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
 
 cdef inline bint _device_accessible(int32_t device_type) noexcept nogil:
     return device_type != kDLCPU
+
+
+cdef inline PyObject* _cache(object value):
+    # A new reference for one of a view's raw cache slots (see _view.pxd).
+    Py_INCREF(value)
+    return <PyObject*> value
 
 
 cdef StridedMemoryView view_new():
@@ -309,6 +317,10 @@ cdef class StridedMemoryView:
 
     def __dealloc__(self):
         extents_free(&self.rec.ext)
+        Py_XDECREF(self._numpy_dtype)
+        Py_XDECREF(self._shape)
+        Py_XDECREF(self._strides)
+        Py_XDECREF(self._strides_in_bytes)
 
     def __init__(self, *args, **kwargs):
         raise TypeError("use StridedMemoryView.from_any(obj) or another from_* constructor")
@@ -560,23 +572,24 @@ cdef class StridedMemoryView:
     @property
     def shape(self):
         """tuple of int: Extent of each dimension."""
-        if self._shape is None:
-            self._shape = extents_shape_tuple(&self.rec.ext)
-        return self._shape
+        if self._shape == NULL:
+            self._shape = _cache(extents_shape_tuple(&self.rec.ext))
+        return <object> self._shape
 
     @property
     def strides(self):
         """tuple of int: Step of each dimension, in elements (may be negative or zero)."""
-        if self._strides is None:
-            self._strides = extents_strides_tuple(&self.rec.ext, 1)
-        return self._strides
+        if self._strides == NULL:
+            self._strides = _cache(extents_strides_tuple(&self.rec.ext, 1))
+        return <object> self._strides
 
     @property
     def strides_in_bytes(self):
         """tuple of int: Step of each dimension, in bytes."""
-        if self._strides_in_bytes is None:
-            self._strides_in_bytes = extents_strides_tuple(&self.rec.ext, self.rec.itemsize)
-        return self._strides_in_bytes
+        if self._strides_in_bytes == NULL:
+            self._strides_in_bytes = _cache(
+                extents_strides_tuple(&self.rec.ext, self.rec.itemsize))
+        return <object> self._strides_in_bytes
 
     @property
     def key(self):
@@ -614,9 +627,9 @@ cdef class StridedMemoryView:
         bfloat16 and the float8/6/4 types need ``ml_dtypes``; a ``TypeError`` names what is
         missing.  :attr:`dlpack_dtype` is always available.
         """
-        if self._numpy_dtype is None:
-            self._numpy_dtype = dtype_to_numpy(self.rec.dtype)
-        return self._numpy_dtype
+        if self._numpy_dtype == NULL:
+            self._numpy_dtype = _cache(dtype_to_numpy(self.rec.dtype))
+        return <object> self._numpy_dtype
 
     @property
     def dlpack_dtype(self):
@@ -810,6 +823,9 @@ cdef class StridedMemoryView:
         Overlapping source and destination are copied correctly (through a temporary).
         Nothing is written when the call raises.
         """
+        if _copy_views != NULL and type(dst) is StridedMemoryView:
+            _copy_views(<StridedMemoryView> dst, self, stream)
+            return dst
         return _copies().copy(dst, self, stream)
 
     def copy_from(self, src, stream=None):
@@ -828,6 +844,9 @@ cdef class StridedMemoryView:
         StridedMemoryView
             ``self``.
         """
+        if _copy_views != NULL and type(src) is StridedMemoryView:
+            _copy_views(self, <StridedMemoryView> src, stream)
+            return self
         return _copies().copy(self, src, stream)
 
     @staticmethod
@@ -936,6 +955,14 @@ cdef class StridedMemoryView:
 
 # interop_core.copies._copy, imported on the first copy (it imports this module).
 cdef object _copy_module = None
+# Its copy_views (a C function of a module that stays loaded), set by install_copy_views as
+# that module is imported; NULL until then.
+cdef copy_views_t _copy_views = NULL
+
+
+cdef void install_copy_views(copy_views_t copy) noexcept:
+    global _copy_views
+    _copy_views = copy
 
 
 cdef object _copies():

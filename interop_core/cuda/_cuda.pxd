@@ -20,6 +20,9 @@ cdef inline bint same_stream(intptr_t a, intptr_t b) noexcept nogil:
 # record a pooled event on the producer, make the consumer wait on it.  Never blocks the host;
 # a no-op for the same stream.  RuntimeError without a driver or when a driver call fails.
 cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1
+# The same, for a caller that has already made `device_id`'s primary context current (with
+# enter_context(primary_context(device_id))): the event record and the wait, nothing else.
+cdef int order_streams_entered(intptr_t producer, intptr_t consumer, int device_id) except -1
 
 # For other modules of the core that declare further driver entry points (cuda/_module): the
 # symbol `name` of the libcuda this module loaded (NULL without a driver or without that symbol),
@@ -29,6 +32,9 @@ cdef void* driver_symbol(const char* name) noexcept
 cdef int check_status(int status, const char* call) except -1
 # The primary context of device `device_id` (retained on first need, kept for the process).
 cdef void* primary_context(int device_id) except NULL
+# The device whose primary context (retained by primary_context) `ctx` is; -1 for any other
+# context (one a user created) or NULL.  No driver call.
+cdef int primary_context_device(void* ctx) noexcept
 # Make `ctx` current unless it already is: returns 1 when it was pushed (hand that to
 # leave_context), 0 when nothing changed.
 cdef int enter_context(void* ctx) except -1

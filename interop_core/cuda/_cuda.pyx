@@ -276,16 +276,13 @@ cdef void* _event_of(int device_id) except NULL:
 
 
 cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) except -1:
-    global _orderings_enqueued
     cdef void* ctx
     cdef void* current = NULL
     cdef void* popped
-    cdef void* ev
     cdef bint pushed = False
     if same_stream(producer, consumer):
         return 0
     _require_ordering_api()
-    ev = _event_of(device_id)
     ctx = _context_of(device_id)
     # The legacy and per-thread default streams (0, 1, 2) mean "of the current context": make
     # the memory's device current around the two calls unless it already is.
@@ -294,12 +291,24 @@ cdef int order_streams(intptr_t producer, intptr_t consumer, int device_id) exce
         _check(_cuCtxPushCurrent(ctx), b"cuCtxPushCurrent")
         pushed = True
     try:
-        _check(_cuEventRecord(ev, <void*> producer), b"cuEventRecord")
-        _check(_cuStreamWaitEvent(<void*> consumer, ev, 0), b"cuStreamWaitEvent")
-        _orderings_enqueued += 1
+        order_streams_entered(producer, consumer, device_id)
     finally:
         if pushed:
             _cuCtxPopCurrent(&popped)
+    return 0
+
+
+cdef int order_streams_entered(intptr_t producer, intptr_t consumer, int device_id) except -1:
+    global _orderings_enqueued
+    cdef void* ev
+    if same_stream(producer, consumer):
+        return 0
+    # The caller made the device's primary context current (primary_context succeeded, so the
+    # event API is resolved): the record and the wait are the only driver calls here.
+    ev = _event_of(device_id)
+    _check(_cuEventRecord(ev, <void*> producer), b"cuEventRecord")
+    _check(_cuStreamWaitEvent(<void*> consumer, ev, 0), b"cuStreamWaitEvent")
+    _orderings_enqueued += 1
     return 0
 
 
@@ -316,6 +325,18 @@ cdef int check_status(int status, const char* call) except -1:
 cdef void* primary_context(int device_id) except NULL:
     _require_ordering_api()
     return _context_of(device_id)
+
+
+cdef int primary_context_device(void* ctx) noexcept:
+    cdef int i
+    if ctx == NULL:
+        return -1
+    # Only contexts retained here: each stays alive (and so keeps its address) for the process,
+    # so the address names its device for good.
+    for i in range(MAX_DEVICES):
+        if _primary_ctx[i] == ctx:
+            return i
+    return -1
 
 
 cdef int enter_context(void* ctx) except -1:

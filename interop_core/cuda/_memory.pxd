@@ -37,10 +37,18 @@ cdef Allocation allocate_device(Py_ssize_t nbytes, int device_id, bint stream_or
                                 intptr_t stream, object stream_keepalive)
 cdef Allocation allocate_managed(Py_ssize_t nbytes, int device_id)
 
+# Make `device_id`'s primary context current unless it already is (the driver's memory API
+# resolved, the device checked: ValueError for one that does not exist).  Returns what to hand
+# to _cuda.leave_context afterwards.
+cdef int enter_device(int device_id) except -1
+
 # Copies, enqueued on `stream` with `device_id`'s primary context current.  Pointers are
 # unified virtual addresses (device, pinned or pageable host memory).
 cdef int memcpy_async(uintptr_t dst, uintptr_t src, size_t nbytes, intptr_t stream,
                       int device_id) except -1
+# memcpy_async for a caller that made the copying device's context current (enter_device).
+cdef int memcpy_async_entered(uintptr_t dst, uintptr_t src, size_t nbytes,
+                              intptr_t stream) except -1
 cdef int memcpy_peer_async(uintptr_t dst, int dst_device, uintptr_t src, int src_device,
                            size_t nbytes, intptr_t stream, int device_id) except -1
 cdef int memcpy_2d_async(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t src_pitch,
@@ -54,7 +62,9 @@ cdef int memcpy_3d_async(uintptr_t dst, size_t dst_pitch, size_t dst_height,
 # legacy and per-thread default streams 0, 1, 2).
 cdef int stream_synchronize(intptr_t stream, int device_id) except -1
 # The device a stream belongs to; `default_device` for 0, 1 and 2 (they mean the current
-# context's, which callers make `default_device`'s).
+# context's, which callers make `default_device`'s).  One cuStreamGetDevice (CUDA 12.8+);
+# older drivers: cuStreamGetCtx, and for a context that is not a primary one retained here,
+# cuCtxGetDevice with it current.
 cdef int stream_device(intptr_t stream, int default_device) except -1
 # Whether kernels on `device_id` can address `peer`'s memory (peer access enabled on first ask).
 cdef bint peer_access(int device_id, int peer) except -1

@@ -15,6 +15,7 @@ from ._cuda cimport (
     enter_context,
     leave_context,
     primary_context,
+    primary_context_device,
 )
 
 __all__ = ["Allocation"]
@@ -91,6 +92,7 @@ ctypedef int (*cuMemFreeHost_t)(void*) noexcept nogil
 ctypedef int (*cuMemAllocManaged_t)(CUdeviceptr*, size_t, unsigned int) noexcept nogil
 ctypedef int (*cuStreamSynchronize_t)(void*) noexcept nogil
 ctypedef int (*cuStreamGetCtx_t)(void*, void**) noexcept nogil
+ctypedef int (*cuStreamGetDevice_t)(void*, int*) noexcept nogil
 ctypedef int (*cuCtxGetDevice_t)(int*) noexcept nogil
 ctypedef int (*cuDeviceGetAttribute_t)(int*, int, int) noexcept nogil
 ctypedef int (*cuDeviceCanAccessPeer_t)(int*, int, int) noexcept nogil
@@ -110,6 +112,7 @@ cdef cuMemFreeHost_t _cuMemFreeHost = NULL
 cdef cuMemAllocManaged_t _cuMemAllocManaged = NULL
 cdef cuStreamSynchronize_t _cuStreamSynchronize = NULL
 cdef cuStreamGetCtx_t _cuStreamGetCtx = NULL
+cdef cuStreamGetDevice_t _cuStreamGetDevice = NULL   # optional (CUDA 12.8+)
 cdef cuCtxGetDevice_t _cuCtxGetDevice = NULL
 cdef cuDeviceGetAttribute_t _cuDeviceGetAttribute = NULL
 cdef cuDeviceCanAccessPeer_t _cuDeviceCanAccessPeer = NULL
@@ -130,7 +133,7 @@ cdef int _require_memory_api() except -1:
     global _cuMemAllocAsync, _cuMemFreeAsync, _cuMemAlloc, _cuMemFree, _cuMemHostAlloc
     global _cuMemFreeHost, _cuMemAllocManaged, _cuStreamSynchronize, _cuStreamGetCtx
     global _cuCtxGetDevice, _cuDeviceGetAttribute, _cuDeviceCanAccessPeer
-    global _cuCtxEnablePeerAccess, _cuDeviceGetCount
+    global _cuCtxEnablePeerAccess, _cuDeviceGetCount, _cuStreamGetDevice
     if _resolved:
         return 0
     if not driver_available():
@@ -149,6 +152,7 @@ cdef int _require_memory_api() except -1:
     _cuMemAllocManaged = <cuMemAllocManaged_t> driver_symbol(b"cuMemAllocManaged")
     _cuStreamSynchronize = <cuStreamSynchronize_t> driver_symbol(b"cuStreamSynchronize")
     _cuStreamGetCtx = <cuStreamGetCtx_t> driver_symbol(b"cuStreamGetCtx")
+    _cuStreamGetDevice = <cuStreamGetDevice_t> driver_symbol(b"cuStreamGetDevice")
     _cuCtxGetDevice = <cuCtxGetDevice_t> driver_symbol(b"cuCtxGetDevice")
     _cuDeviceGetAttribute = <cuDeviceGetAttribute_t> driver_symbol(b"cuDeviceGetAttribute")
     _cuDeviceCanAccessPeer = <cuDeviceCanAccessPeer_t> driver_symbol(b"cuDeviceCanAccessPeer")
@@ -199,7 +203,7 @@ cdef int _check_device(int device_id) except -1:
     return 0
 
 
-cdef int _enter(int device_id) except -1:
+cdef int enter_device(int device_id) except -1:
     _require_memory_api()
     _check_device(device_id)
     return enter_context(primary_context(device_id))
@@ -282,7 +286,7 @@ cdef Allocation allocate_host(Py_ssize_t nbytes, bint pinned):
             raise MemoryError(f"could not allocate {nbytes} bytes of host memory")
         return _new(<uintptr_t> p, nbytes, kDLCPU, 0, ALLOC_HOST)
     # Portable and mapped: page-locked for every context, addressable by every device (UVA).
-    pushed = _enter(0)
+    pushed = enter_device(0)
     try:
         status = _cuMemHostAlloc(&p, nbytes if nbytes > 0 else 1,
                                  CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
@@ -323,7 +327,7 @@ cdef Allocation allocate_device(Py_ssize_t nbytes, int device_id, bint stream_or
     cdef Allocation a
     if nbytes < 0:
         raise ValueError(f"cannot allocate {nbytes} bytes")
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     try:
         use_pool = stream_ordered and _stream_ordered_supported(device_id)
         if use_pool:
@@ -346,7 +350,7 @@ cdef Allocation allocate_device(Py_ssize_t nbytes, int device_id, bint stream_or
 cdef Allocation allocate_managed(Py_ssize_t nbytes, int device_id):
     cdef CUdeviceptr p = 0
     cdef int status
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     try:
         status = _cuMemAllocManaged(&p, nbytes if nbytes > 0 else 1, CU_MEM_ATTACH_GLOBAL)
     finally:
@@ -361,10 +365,16 @@ cdef Allocation allocate_managed(Py_ssize_t nbytes, int device_id):
 cdef int memcpy_async(uintptr_t dst, uintptr_t src, size_t nbytes, intptr_t stream,
                       int device_id) except -1:
     cdef int status
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     status = _cuMemcpyAsync(<CUdeviceptr> dst, <CUdeviceptr> src, nbytes, <void*> stream)
     leave_context(pushed)
     return check_status(status, b"cuMemcpyAsync")
+
+
+cdef int memcpy_async_entered(uintptr_t dst, uintptr_t src, size_t nbytes,
+                              intptr_t stream) except -1:
+    return check_status(_cuMemcpyAsync(<CUdeviceptr> dst, <CUdeviceptr> src, nbytes,
+                                       <void*> stream), b"cuMemcpyAsync")
 
 
 cdef int memcpy_peer_async(uintptr_t dst, int dst_device, uintptr_t src, int src_device,
@@ -377,7 +387,7 @@ cdef int memcpy_peer_async(uintptr_t dst, int dst_device, uintptr_t src, int src
     _check_device(src_device)
     dst_ctx = primary_context(dst_device)
     src_ctx = primary_context(src_device)
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     status = _cuMemcpyPeerAsync(<CUdeviceptr> dst, dst_ctx, <CUdeviceptr> src, src_ctx, nbytes,
                                 <void*> stream)
     leave_context(pushed)
@@ -397,7 +407,7 @@ cdef int memcpy_2d_async(uintptr_t dst, size_t dst_pitch, uintptr_t src, size_t 
     p.dstPitch = dst_pitch
     p.WidthInBytes = width
     p.Height = height
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     status = _cuMemcpy2DAsync(&p, <void*> stream)
     leave_context(pushed)
     return check_status(status, b"cuMemcpy2DAsync")
@@ -421,7 +431,7 @@ cdef int memcpy_3d_async(uintptr_t dst, size_t dst_pitch, size_t dst_height,
     p.WidthInBytes = width
     p.Height = height
     p.Depth = depth
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     status = _cuMemcpy3DAsync(&p, <void*> stream)
     leave_context(pushed)
     return check_status(status, b"cuMemcpy3DAsync")
@@ -431,7 +441,7 @@ cdef int memcpy_3d_async(uintptr_t dst, size_t dst_pitch, size_t dst_height,
 
 cdef int stream_synchronize(intptr_t stream, int device_id) except -1:
     cdef int status
-    cdef int pushed = _enter(device_id)
+    cdef int pushed = enter_device(device_id)
     with nogil:
         status = _cuStreamSynchronize(<void*> stream)
     leave_context(pushed)
@@ -445,7 +455,17 @@ cdef int stream_device(intptr_t stream, int default_device) except -1:
     if 0 <= stream <= 2:
         return default_device
     _require_memory_api()
+    if _cuStreamGetDevice != NULL:
+        # One call where the driver has it (CUDA 12.8 and later).
+        check_status(_cuStreamGetDevice(<void*> stream, &device), b"cuStreamGetDevice")
+        return device
     check_status(_cuStreamGetCtx(<void*> stream, &ctx), b"cuStreamGetCtx")
+    # Older drivers: a primary context we retained names its device without another call (the
+    # streams of torch, cupy, jax and numba live in primary contexts); any other context is
+    # made current and asked.
+    device = primary_context_device(ctx)
+    if device >= 0:
+        return device
     pushed = enter_context(ctx)
     try:
         check_status(_cuCtxGetDevice(&device), b"cuCtxGetDevice")

@@ -145,7 +145,7 @@ cdef object _export_record(CExporter exporter, object obj, bint preserves_readon
     record_init(&rec)
     try:
         # Without a stream nothing is ordered, as view(obj) orders nothing.
-        keepalive = read_unordered(obj, None, &rec)
+        keepalive = read_unordered(obj, None, &rec, 0)     # no launch batch
         if rec.readonly and not preserves_readonly:
             _warn_read_only(obj, name)
         return export_record(exporter, &rec, keepalive, None)

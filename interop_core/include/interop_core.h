@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 2).
+ * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 3).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -34,9 +34,14 @@
  * Version 1 readers (capsule INTEROP_CORE_READER_CAPSULE, return 0 or -1, no byte strides) are
  * still accepted; their struct is the same, the version 2 fields left zero.
  *
+ * Version 3 adds one input, `batch`: read it only when the running core's table says
+ * `abi_version >= 3` (a reader built against this header may be loaded by an older core, whose
+ * struct ends before it).
+ *
  * The core's own helpers (dtype conversion, pointer attributes from the CUDA driver, DLPack
- * capsules, describing a view for a compiled exporter) are in a table of function pointers,
- * `interop_core_api`, which `interop_core_import_api()` fetches once.
+ * capsules, views made from a filled record, describing a view for a compiled exporter) are in
+ * a table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches
+ * once.  The exporter capsule (INTEROP_CORE_EXPORTER_CAPSULE) came with version 3 too.
  *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
@@ -51,7 +56,7 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_ABI_VERSION 2
+#define INTEROP_CORE_ABI_VERSION 3
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
 #define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
@@ -80,6 +85,12 @@ typedef struct {
     PyObject *keepalive;         /* new reference, or NULL meaning the object itself */
     /* ---- version 2 ---- */
     int32_t strides_in_bytes;    /* non-zero: `strides` are in bytes */
+    /* ---- version 3: an input, set by interop-core before the call ---- */
+    uint64_t batch;              /* non-zero while one call reads several objects (launch_args):
+                                    what a reader looked up for one object of a batch that
+                                    depends only on the moment, not on the object (e.g. its
+                                    framework's current stream of a device), stays valid for the
+                                    other objects of the same batch.  0: a lone read. */
 } interop_core_tensor_info;
 
 /* `stream` is the consumer's stream, resolved: None (no synchronisation) or the CUstream handle
@@ -124,6 +135,15 @@ typedef struct {
        view, for a consumer that never writes into what it imports (read-only views are handed
        over too; a legacy capsule cannot say read-only).  NULL with an exception set. */
     PyObject *(*legacy_capsule_for_immutable_consumer)(PyObject *view);
+    /* A new StridedMemoryView of `obj`, made from `info` exactly as view() makes one from a
+       reader's fill (the same checks; byte strides taken as in version 2), for a plugin that
+       reads several objects in one loop of its own (a sharded array's per-device pieces)
+       rather than through one view() call each.  `info->keepalive` (a new reference, or NULL
+       for `obj` itself) is taken over in every case.  `shape` and `strides` are read during
+       the call only, after it allocates: do not point them at a buffer that Python code can
+       overwrite (a reader's static one).  Read-only flags are taken as given.  NULL with an
+       exception set. */
+    PyObject *(*view_from_info)(PyObject *obj, interop_core_tensor_info *info);
     /* Describe a StridedMemoryView (exactly that type) in `out`, for compiled exporters: shape
        and strides in ELEMENTS point into the view and stay valid while it lives; `keepalive`
        is NULL (hold the view itself: it keeps the memory alive).  0, or -1 with TypeError set

@@ -100,6 +100,14 @@ cdef dict _INT_RANGES = {
 cdef object _last_scalar_types = None
 cdef bytes _last_parsed = None
 
+# The type of the last argument read as a tensor (a strong reference, module-owned): launchers
+# pass tensors of one type over and over, and for them this skips the float-subclass check, an
+# MRO walk that cost as much per argument as the key packing.
+cdef object _last_tensor_type = None
+
+# Batch numbers handed to readers, one per launch_args call (interop_core.h, `batch`); never 0.
+cdef uint64_t _batches = 0
+
 
 cdef str type_name(object obj):
     cls = type(obj)
@@ -285,6 +293,12 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
     cdef const unsigned char* narrow = NULL
     cdef bint reading = False
     cdef LaunchKey k
+    cdef bint scalar
+    global _last_tensor_type, _batches
+    # A new batch number per call: readers may reuse per-moment lookups (a device's current
+    # stream) across this call's arguments, never across calls.
+    _batches += 1
+    cdef uint64_t batch = _batches
     if type(args) is tuple:
         seq = <tuple> args
     elif type(args) is list:
@@ -314,8 +328,12 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
             item = PyTuple_GET_ITEM(seq, i)
             obj = <object> item
             t = type(obj)
-            if (t is float or t is int or t is bool
-                    or PyLong_Check(obj) or PyFloat_Check(obj)):
+            if t is _last_tensor_type:
+                scalar = False
+            else:
+                scalar = (t is float or t is int or t is bool
+                          or PyLong_Check(obj) or PyFloat_Check(obj))
+            if scalar:
                 r.kinds[i] = ARG_SCALAR
                 _store_scalar(r, i, obj, narrow[i] if narrow != NULL else 0)
                 r.pointers[i] = &r.values[i]
@@ -329,9 +347,10 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                                      f"but scalar_types[{i}] is {_CTYPE_NAMES[narrow[i]]!r}")
                 rec = &r.recs[i]
                 reading = True
-                keepalive = read_unordered(obj, canonical, rec)
+                keepalive = read_unordered(obj, canonical, rec, batch)
                 reading = False
                 r.kinds[i] = ARG_TENSOR
+                _last_tensor_type = t
                 if keepalive is not obj:
                     r._keep(i, keepalive)
                 r.values[i] = rec.ptr

@@ -1,6 +1,7 @@
 # The per-object hot path: exact type -> reader, in a C hash table, never through pluggy.
 
 from cpython.object cimport PyObject
+from libc.stdint cimport uint64_t
 
 from ..abi cimport interop_core_exporter_v1
 from ..core._record cimport ViewRecord
@@ -55,15 +56,14 @@ cdef int add_core_reader(str name, core_reader_t fn) except -1
 # The body of view() (exact-type lookup, reader, stream ordering), for compiled callers.
 cdef object view_object(object obj, object stream)
 
-# The launch path's and to()'s read: fill `rec` (initialised by the caller, who frees its
-# extents) from `obj` and return what keeps the memory alive; compiled readers (core and C ABI)
-# fill `rec` without making a view object, and a type declared read-only reads read-only.
-# `stream` is canonical (None, or an int handle from canonical_stream).
+# The launch path's read: fill `rec` (initialised by the caller) from `obj` and return what
+# keeps the memory alive.  `stream` is canonical (None, or an int handle from canonical_stream).
 # Nothing is ordered here (the caller orders each distinct producer stream once), except by
 # DLPack producers, which order themselves before the consumer stream they are handed, and on a
 # type's first sight (the miss path orders that one object).  With a stream, the producer's
-# stream is recorded in `rec` when known (the reader's, else the plugin's strategy).
-cdef object read_unordered(object obj, object stream, ViewRecord* rec)
+# stream is recorded in `rec` when known (the reader's, else the plugin's strategy).  `batch`:
+# the same non-zero number for every object of one launch_args call (interop_core.h, `batch`).
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch)
 
 
 # An exporter compiled against interop_core.h (new_exporter wraps its capsule): callable as

@@ -16,7 +16,7 @@ from cpython.pycapsule cimport (
 )
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -32,7 +32,14 @@ from ..core._dlpack_abi cimport DLDataType, DLTensor
 from ..core._dtypes cimport dtype_of_cached, record_set_dtype
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport pointer_device, same_stream
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_resize, record_copy, record_difference
+from ..core._record cimport (
+    INLINE_NDIM,
+    MAX_NDIM,
+    ViewRecord,
+    extents_resize,
+    record_copy,
+    record_difference,
+)
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
     PROTOCOL_DLPACK,
@@ -81,6 +88,7 @@ cdef int _api_dtype_of(PyObject* dtype, uint8_t* code, uint8_t* bits, uint16_t* 
 ctypedef int (*dtype_of_t)(PyObject*, uint8_t*, uint8_t*, uint16_t*) noexcept
 ctypedef int (*describe_dlpack_t)(PyObject*, interop_core_tensor_info*) noexcept
 ctypedef PyObject* (*legacy_capsule_t)(PyObject*) noexcept
+ctypedef PyObject* (*view_from_info_t)(PyObject*, interop_core_tensor_info*) noexcept
 
 
 cdef int _api_describe_dlpack(PyObject* capsule, interop_core_tensor_info* out) except -1:
@@ -106,6 +114,23 @@ cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
     capsule = legacy_capsule_for_immutable_consumer(v, &v.rec)
     Py_INCREF(capsule)
     return <PyObject*> capsule
+
+cdef PyObject* _api_view_from_info(PyObject* obj, interop_core_tensor_info* info) except NULL:
+    # What view() makes of a reader's fill, for a plugin that fills `info` itself (a sharded
+    # array's pieces, read in one loop of the plugin's own).  The keep-alive is taken over
+    # first, so that every error path releases it.
+    keepalive = <object> obj
+    if info.keepalive != NULL:
+        keepalive = <object> info.keepalive
+        Py_DECREF_steal(info.keepalive)
+        info.keepalive = NULL
+    cdef StridedMemoryView v = view_new()
+    _fill_record(&v.rec, <object> obj, info, True, None)
+    v._keepalive = keepalive
+    v.owner = <object> obj
+    Py_INCREF(v)
+    return <PyObject*> v
+
 
 ctypedef int (*describe_view_t)(PyObject*, interop_core_tensor_info*) noexcept
 
@@ -145,6 +170,7 @@ _API.dtype_of = <dtype_of_t> _api_dtype_of
 _API.pointer_device = pointer_device
 _API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
 _API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
+_API.view_from_info = <view_from_info_t> _api_view_from_info
 _API.describe_view = <describe_view_t> _api_describe_view
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
@@ -563,12 +589,23 @@ def set_miss_handler(handler):
 cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef intptr_t consumer = 0
-    if entry.kind == READER_GENERIC or entry.kind == READER_SELF:
+    cdef int kind = entry.kind
+    if kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
     if stream is not None:
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
-    v = _fill(entry, obj, stream)
+    if kind == READER_CAPSULE:
+        # Every compiled reader, first-party or not: filled in place, no intermediate result.
+        v = view_new()
+        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+        if keepalive is _DECLINED:
+            v = _declined(entry, obj, stream)
+        else:
+            v._keepalive = keepalive
+            v.owner = obj
+    else:
+        v = _fill(entry, obj, stream)
     if entry.readonly:
         v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
@@ -583,27 +620,32 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef int kind = entry.kind
     if kind == READER_CAPSULE:
-        result = _read_capsule(entry, obj, stream)
-    elif kind == READER_CORE:
+        v = view_new()
+        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+        if keepalive is _DECLINED:
+            return _declined(entry, obj, stream)
+        v._keepalive = keepalive
+        v.owner = obj
+        return v
+    if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
         v.owner = obj
         return v
-    elif kind == READER_PYTHON:
-        result = entry.reader(obj, stream)
-    else:
+    if kind != READER_PYTHON:
         return view_by_protocol(entry.protocol, obj, stream)
+    result = entry.reader(obj, stream)
     if type(result) is StridedMemoryView:
         return <StridedMemoryView> result
     if result is NotImplemented or result is None:
-        return _fill_declined(entry, obj, stream)
+        return _declined(entry, obj, stream)
     raise TypeError(
         f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
         f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
 
 
-cdef StridedMemoryView _fill_declined(ReaderEntry entry, object obj, object stream):
-    """What `entry`'s reader declined: its fallback reads it."""
+cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream):
+    # The fast reader said "not this one" (an unusual layout, a lazy tensor): its fallback reads.
     if entry.fallback is None:
         raise BufferError(
             f"the reader registered by plugin {entry.plugin!r} for "
@@ -673,108 +715,167 @@ def _declared_readonly(t):
 _set_readonly_type_lookup(_declared_readonly)
 
 
-# The last dtype a C reader reported and its itemsize (read and written with the GIL held, both
-# together): readers report the same few dtypes over and over, and a repeat skips
-# record_set_dtype's table checks.  _last_itemsize 0: nothing cached yet.
+# The last dtype a C reader reported, its itemsize and log2 of it (-1: not a power of two), read
+# and written with the GIL held, all together: readers report the same few dtypes over and over,
+# and a repeat skips record_set_dtype's table checks.  _last_itemsize 0: nothing cached yet.
 cdef DLDataType _last_dtype
 cdef int64_t _last_itemsize = 0
+cdef int _last_shift = -1
 
 
-cdef inline int _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
-                                  uint16_t lanes) except -1:
+cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
+                                      uint16_t lanes, int* shift) except -1:
+    # Returns the itemsize (and its log2 in `shift`) from here rather than having the caller
+    # load rec.itemsize right after this store, which costs a store-to-load round trip per view.
     # Taken field by field, each at the width a reader stores it: one 4-byte load of the three
     # fields right after a reader's three narrow stores cannot be forwarded from them and stalls
     # (a few ns per view on x86).
-    global _last_dtype, _last_itemsize
+    global _last_dtype, _last_itemsize, _last_shift
     cdef DLDataType dt
+    cdef int64_t itemsize
     if (_last_itemsize != 0 and code == _last_dtype.code and bits == _last_dtype.bits
             and lanes == _last_dtype.lanes):
         rec.dtype = _last_dtype
         rec.itemsize = _last_itemsize
-        return 0
+        shift[0] = _last_shift
+        return _last_itemsize
     dt.code = code
     dt.bits = bits
     dt.lanes = lanes
     record_set_dtype(rec, dt, True)
+    itemsize = rec.itemsize
     _last_dtype = dt
-    _last_itemsize = rec.itemsize
-    return 0
+    _last_itemsize = itemsize
+    # Itemsizes are powers of two but for vector types: strides in bytes become elements by a
+    # shift, not a division (a 64-bit division costs as much as the rest of a reader's work).
+    _last_shift = _log2(itemsize) if itemsize & (itemsize - 1) == 0 else -1
+    shift[0] = _last_shift
+    return itemsize
 
 
-# What _read_capsule_into returns for an object its C reader declined (a keep-alive is never it).
+# What _read_capsule_into returns when the reader declined the object: a reader's keep-alive may
+# be any object, so "declined" needs a value no reader can hand back.
 cdef object _DECLINED = object()
 
 
-cdef object _read_capsule(ReaderEntry entry, object obj, object stream):
-    # Allocated before the call: from the reader's return until its extents are copied, nothing
-    # may run Python code (an allocation can run the garbage collector, and so finalizers and
-    # other threads), since the reader may hand out a buffer of its own (interop_core.h).
-    cdef StridedMemoryView v = view_new()
-    keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
-    if keepalive is _DECLINED:
-        return None
-    v._keepalive = keepalive
-    v.owner = obj
-    return v
-
-
 cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream,
-                                     ViewRecord* rec):
-    """Run `entry`'s C reader into `rec` (initialised by the caller, who frees its extents).
+                                      ViewRecord* rec, uint64_t batch=0):
+    """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
-    Returns what keeps the memory alive, or _DECLINED.  Allocates no Python object between the
-    reader's return and the copy of its extents (see _read_capsule).
+    Returns the object that keeps the memory alive (`obj` unless the reader named another), or
+    `_DECLINED`.  Filling the caller's record in place, a view's or a launch slot's, spares a
+    view allocation and a record copy per tensor on the launch path.
     """
     cdef interop_core_tensor_info info
-    cdef int i
-    cdef int64_t step = 1
+    cdef int status
     memset(&info, 0, sizeof(info))
-    cdef int status = (<interop_core_reader_v1> entry.c_reader)(
-        <PyObject*> obj, <PyObject*> stream, &info)
+    info.batch = batch
+    # The caller allocated `rec` before this call: from the reader's return until its extents
+    # are copied, nothing here may run Python code (an allocation can run the garbage collector,
+    # and so finalizers and other threads), since the reader may hand out a buffer of its own
+    # (interop_core.h).
+    status = (<interop_core_reader_v1> entry.c_reader)(<PyObject*> obj, <PyObject*> stream, &info)
     # Take ownership of the keep-alive first, so every error path below releases it.
     keepalive = obj
     if info.keepalive != NULL:
         keepalive = <object> info.keepalive
         Py_DECREF_steal(info.keepalive)
-    if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
-        return _DECLINED
     if status != 0:
+        if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
+            return _DECLINED
         _propagate_reader_error(entry)
-    if info.ndim < 0 or info.ndim > MAX_NDIM:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned ndim={info.ndim}")
-    if info.ndim > 0 and info.shape == NULL:
-        raise BufferError(f"C reader of plugin {entry.plugin!r} returned a NULL shape")
-    _set_dtype_cached(rec, info.dtype_code, info.dtype_bits, info.dtype_lanes)
-    extents_resize(&rec.ext, info.ndim)
-    for i in range(info.ndim - 1, -1, -1):
-        if info.shape[i] < 0:
-            raise BufferError(
-                f"C reader of plugin {entry.plugin!r} returned a negative extent {info.shape[i]}")
-        rec.ext.shape[i] = info.shape[i]
-        if info.strides == NULL:
-            rec.ext.strides[i] = step
-            step *= info.shape[i] if info.shape[i] > 0 else 1
-        elif info.strides_in_bytes and entry.c_version >= 2:
-            # Itemsizes are powers of two but for vector types: a shift, not a division (a
-            # 64-bit division costs as much as the rest of this loop).
-            if rec.itemsize & (rec.itemsize - 1) == 0:
-                rec.ext.strides[i] = info.strides[i] >> _log2(rec.itemsize)
-            else:
-                rec.ext.strides[i] = info.strides[i] // rec.itemsize
-            if rec.ext.strides[i] * rec.itemsize != info.strides[i]:
-                raise BufferError(
-                    f"{type(obj).__qualname__} has a stride of {info.strides[i]} bytes in "
-                    f"dimension {i}, not a multiple of its itemsize {rec.itemsize}; copy it "
-                    "first")
+    _fill_record(rec, obj, &info, entry.c_version >= 2, entry)
+    return keepalive
+
+
+cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_info* info,
+                             bint version_2, ReaderEntry entry) except -1:
+    """`rec` (initialised) from a reader's fill; `entry` None for view_from_info's callers."""
+    cdef int i, ndim, shift = -1
+    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
+    cdef const int64_t* shape
+    cdef const int64_t* strides
+    cdef int64_t* out_shape
+    cdef int64_t* out_strides
+    ndim = info.ndim
+    shape = info.shape
+    strides = info.strides
+    if <unsigned int> ndim > MAX_NDIM or (ndim > 0 and shape == NULL):
+        raise BufferError(f"{_filled_by(entry)} returned ndim={ndim}"
+                          + (" and a NULL shape" if shape == NULL else ""))
+    itemsize = _set_dtype_cached(rec, info.dtype_code, info.dtype_bits, info.dtype_lanes, &shift)
+    if ndim <= INLINE_NDIM and rec.ext.shape == rec.ext.inline_shape:
+        rec.ext.ndim = ndim
+    else:
+        extents_resize(&rec.ext, ndim)
+    # Locals, so the compiler need not reload them after every store, and the checks folded
+    # into one test after each loop (any negative extent leaves the OR of all of them negative;
+    # any stride the itemsize does not divide leaves a low bit in the OR of all of them): the
+    # loops are a load and a store or two per dimension.  On an error the record is discarded.
+    out_shape = rec.ext.shape
+    out_strides = rec.ext.strides
+    if strides == NULL:
+        for i in range(ndim - 1, -1, -1):
+            extent = shape[i]
+            any_extent |= extent
+            out_shape[i] = extent
+            out_strides[i] = step
+            step *= extent if extent > 0 else 1
+    elif info.strides_in_bytes and version_2:
+        if shift >= 0:
+            for i in range(ndim):
+                any_extent |= shape[i]
+                out_shape[i] = shape[i]
+                any_stride |= strides[i]
+                out_strides[i] = strides[i] >> shift
+            if any_stride & (itemsize - 1):
+                _stride_not_multiple(obj, strides, ndim, itemsize)
         else:
-            rec.ext.strides[i] = info.strides[i]
+            for i in range(ndim):
+                any_extent |= shape[i]
+                out_shape[i] = shape[i]
+                out_strides[i] = strides[i] // itemsize
+                if out_strides[i] * itemsize != strides[i]:
+                    _stride_not_multiple(obj, strides, ndim, itemsize)
+    else:
+        for i in range(ndim):
+            any_extent |= shape[i]
+            out_shape[i] = shape[i]
+            out_strides[i] = strides[i]
+    if any_extent < 0:
+        _negative_extent(entry, shape, ndim)
     rec.ptr = <uintptr_t> info.data
     rec.device_type = info.device_type
     rec.device_id = info.device_id
-    rec.readonly = info.readonly != 0
+    rec.readonly = info.readonly != 0 or (entry is not None and entry.readonly)
     rec.has_producer_stream = info.has_producer_stream != 0
     rec.producer_stream = info.producer_stream
-    return keepalive
+    return 0
+
+
+cdef int _negative_extent(ReaderEntry entry, const int64_t* shape, int ndim) except -1:
+    cdef int i
+    for i in range(ndim):
+        if shape[i] < 0:
+            raise BufferError(f"{_filled_by(entry)} returned a negative extent {shape[i]}")
+    return 0
+
+
+cdef int _stride_not_multiple(object obj, const int64_t* strides, int ndim,
+                              int64_t itemsize) except -1:
+    cdef int i
+    for i in range(ndim):
+        if strides[i] % itemsize:
+            raise BufferError(
+                f"{type(obj).__qualname__} has a stride of {strides[i]} bytes in dimension {i}, "
+                f"not a multiple of its itemsize {itemsize}; copy it first")
+    return 0
+
+
+cdef str _filled_by(ReaderEntry entry):
+    if entry is None:
+        return "a compiled plugin's view_from_info"
+    return f"C reader of plugin {entry.plugin!r}"
 
 
 cdef inline int _log2(int64_t power_of_two) noexcept nogil:
@@ -876,7 +977,7 @@ cdef object view_object(object obj, object stream):
     return _view_miss(obj, stream)
 
 
-cdef object read_unordered(object obj, object stream, ViewRecord* rec):
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef ReaderEntry entry
     cdef StridedMemoryView v
@@ -886,20 +987,28 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         record_copy(rec, &v.rec)
         return v
     entry = <ReaderEntry> found
-    if entry.kind == READER_CORE or entry.kind == READER_CAPSULE:
-        # Straight into `rec`: no view object.  A C reader's decline goes to the fallback chain
-        # below, through a view.
-        if entry.kind == READER_CORE:
-            keepalive = entry.core(obj, stream, rec)
-        else:
-            keepalive = _read_capsule_into(entry, obj, stream, rec)
+    if entry.kind == READER_CORE:
+        keepalive = entry.core(obj, stream, rec)
+        if entry.readonly:
+            rec.readonly = True
+        if stream is not None and rec.device_type != 1:
+            _learn_producer(entry, rec, obj)
+        return keepalive
+    if entry.kind == READER_CAPSULE:
+        keepalive = _read_capsule_into(entry, obj, stream, rec, batch)
         if keepalive is not _DECLINED:
+            # A type declared immutable reads read-only, as view() makes it (to() relies on it).
             if entry.readonly:
                 rec.readonly = True
             if stream is not None and rec.device_type != 1:
                 _learn_producer(entry, rec, obj)
             return keepalive
-    if entry.kind == READER_SELF:
+        v = _declined(entry, obj, stream)
+        if stream is not None and v.rec.device_type != 1:
+            _learn_producer(entry, &v.rec, obj)
+        if entry.readonly:
+            v.rec.readonly = True
+    elif entry.kind == READER_SELF:
         v = <StridedMemoryView> obj
         if stream is not None and v.rec.device_type != 1:
             knows_producer_stream(v)
@@ -909,12 +1018,11 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec):
         v = view_by_protocol(entry.protocol, obj,
                              stream if entry.protocol == PROTOCOL_DLPACK else None)
     else:
-        v = (_fill_declined(entry, obj, stream) if entry.kind == READER_CAPSULE
-             else _fill(entry, obj, stream))
-        if entry.readonly:
-            v.rec.readonly = True
+        v = _fill(entry, obj, stream)
         if stream is not None and v.rec.device_type != 1:
             _learn_producer(entry, &v.rec, obj)
+        if entry.readonly:
+            v.rec.readonly = True
     record_copy(rec, &v.rec)
     return v
 
@@ -933,7 +1041,13 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     """
     cdef StridedMemoryView got, want
     if entry.kind == READER_CAPSULE:
-        result = _read_capsule(entry, obj, None)
+        got = view_new()
+        keepalive = _read_capsule_into(entry, obj, None, &got.rec)
+        if keepalive is _DECLINED:
+            return "declined"
+        got._keepalive = keepalive
+        got.owner = obj
+        result = got
     elif entry.kind == READER_PYTHON:
         result = entry.reader(obj, None)
     else:
@@ -984,7 +1098,11 @@ def view(obj, stream=None):
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
     """
-    return view_object(obj, stream)
+    # view_object's body, spelled out: a call less on the hottest path.
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    if found != NULL:
+        return _read(<ReaderEntry> found, obj, stream)
+    return _view_miss(obj, stream)
 
 
 _reset_entries()

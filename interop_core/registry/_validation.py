@@ -14,6 +14,11 @@ reader and the fallback and compares the two records field by field.  Any differ
 exception installs the fallback instead of the fast reader for the rest of the process, and the
 reason is kept.  ``python -m interop_core doctor`` reports every result; tests force a result
 with :func:`_force` (private: it is no switch for users).
+
+A sharded type's fast path is checked the same way (``registry.add_sharded_type(...,
+fallback=, prepare=, canaries=)``), on the first ``shards()`` of the type: the canaries are
+sharded objects, split by both paths and compared shard by shard
+(:func:`interop_core.shards._shards.compare_shards`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ __all__ = ["ValidationResult", "chosen_entry", "on_result_change", "results"]
 
 
 class ValidationResult(namedtuple("ValidationResult",
-                                  "type_path plugin validated reason details canaries")):
+                                  "type_path plugin validated reason details canaries kind",
+                                  defaults=("reader",))):
     """The outcome of one reader's validation (a named tuple).
 
     Attributes
@@ -43,6 +49,8 @@ class ValidationResult(namedtuple("ValidationResult",
         What ``prepare()`` reported on success (e.g. which optional fast paths it enabled).
     canaries : int
         How many canary objects both readers read identically.
+    kind : str
+        ``"reader"`` (``view()``'s reader of the type) or ``"shards"`` (``shards()``'s path).
     """
 
 
@@ -83,8 +91,11 @@ def results() -> list[ValidationResult]:
 
 
 def _validate(entry) -> ValidationResult:
+    kind = "reader" if isinstance(entry, _registry.ReaderEntry) else "shards"
+
     def outcome(ok, reason, details=None, count=0):
-        return ValidationResult(entry.type_path, entry.plugin, ok, reason, details or {}, count)
+        return ValidationResult(entry.type_path, entry.plugin, ok, reason, details or {}, count,
+                                kind)
 
     forced = _forced.get(entry.type_path)
     if forced is not None:
@@ -96,7 +107,7 @@ def _validate(entry) -> ValidationResult:
             return outcome(False, details)
         if entry.canaries is not None:
             for canary in entry.canaries():
-                why = _registry.compare_readers(entry, entry.fallback, canary)
+                why = _compare(entry, canary)
                 if why == "declined":
                     continue
                 if why is not None:
@@ -108,9 +119,19 @@ def _validate(entry) -> ValidationResult:
     return outcome(True, f"{count} canaries read as the fallback reads them", details, count)
 
 
-def _force(type_path: str, ok: bool | None, reason: str = "forced by a test") -> None:
-    """Pin the validation result of the reader of ``type_path`` (``None`` unpins) and reinstall.
+def _compare(entry, canary) -> str | None:
+    """How ``entry`` and its fallback treat ``canary`` differently, or None (or "declined")."""
+    if isinstance(entry, _registry.ReaderEntry):
+        return _registry.compare_readers(entry, entry.fallback, canary)
+    from ..shards import _shards  # above the registry: imported when a sharded path validates
 
+    return _shards.compare_shards(entry, entry.fallback, canary)
+
+
+def _force(type_path: str, ok: bool | None, reason: str = "forced by a test") -> None:
+    """Pin the validation result of ``type_path``'s fast paths (``None`` unpins) and reinstall.
+
+    Pins every validated path of the type: its reader and its sharded path, if it has both.
     For tests of the fallback paths; not part of the public API.
     """
     if ok is None:

@@ -1,5 +1,7 @@
 # Sharded arrays: per-shard records and the collection shards() returns.
 
+from libc.stdint cimport int64_t
+
 from ..core._dlpack_abi cimport DLDataType
 from ..core._view cimport StridedMemoryView
 
@@ -26,6 +28,25 @@ cdef class Shards:
     cdef readonly bint complete
     """bool: Whether these shards are all of the global array's shards (every one addressable)."""
 
+
+cdef class ShardLayout:
+    cdef readonly tuple shape
+    """tuple of int: The global array's shape."""
+    cdef readonly bint complete
+    """bool: Whether the blocks are all of the array's shards (checked to cover the shape)."""
+    cdef tuple _indices                    # per shard, its index as slice(start, stop) per
+                                           # dimension (owned; shared with the Shard records)
+    cdef Py_ssize_t _count                 # how many shards
+    cdef int64_t* _starts                  # _count x ndim block starts; owned: one malloc'd
+                                           # block holding _starts, _stops and _replicas
+    cdef int64_t* _stops                   # _count x ndim block stops (inside that block)
+    cdef Py_ssize_t* _replicas             # _count replica ids (inside that block)
+
+
+# ShardLayout.shards without the Python argument parsing; `dtype` may be NULL (taken from the
+# pieces).  `data` is a list or tuple of anything view() accepts, in the layout's order.
+cdef Shards layout_shards(ShardLayout layout, object data, object stream,
+                          const DLDataType* dtype, object source)
 
 # Shards.from_pieces without the Python argument parsing; `dtype` may be NULL (taken from the
 # pieces).  For compiled plugins.

@@ -2,16 +2,23 @@
 #
 # shards(x) looks up x's exact type among the sharded types plugins declared
 # (registry.add_sharded_type).  The plugin's callable asks its framework for the local shards
-# (jax: addressable_shards; torch: the DTensor's local tensor and its offset) and hands the
-# pieces to Shards.from_pieces, which views each one and checks that they fit the global shape:
+# (jax: its per-device arrays; torch: the DTensor's local tensor and its offset) and hands the
+# pieces to a ShardLayout, which views each one and checks that they fit the global shape:
 # inside it, the extents the data has, no two different blocks overlapping, equal blocks told
 # apart by their replica ids, and, when the pieces are all of the array's shards, covering it.
-# Per shard that is one view() call, a few integer compares and one small object, so the
-# per-shard cost stays close to a single-device view().  A type no plugin declares is viewed as
-# one single-device array: one shard covering everything.
+# A layout is checked once and reused for every array laid out the same way (the jax plugin
+# keeps one per sharding and global shape); Shards.from_pieces makes one and uses it once.  Per
+# shard that is one view (or a view a compiled plugin made itself), a few integer compares and
+# one small object, so the per-shard cost stays close to a single-device view().  A type no
+# plugin declares is viewed as one single-device array: one shard covering everything.
+#
+# A plugin's sharded path may read its framework's internals, as a reader may: it then declares
+# a fallback on the documented API, and the core's one validation mechanism
+# (registry/_validation.py) compares the two on canaries on the type's first shards().
 
 from cpython.object cimport PyObject
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 cimport cython
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport int64_t
@@ -23,8 +30,11 @@ from ..core._view cimport StridedMemoryView
 
 from ..registry._registry cimport view_object
 
-__all__ = ["Shard", "Shards", "shards", "stream_for_device", "ShardedEntry", "new_sharded_entry",
-           "set_sharded_types", "sharded_entry_for", "set_miss_handler"]
+from ..registry import _validation
+
+__all__ = ["Shard", "Shards", "ShardLayout", "shards", "stream_for_device", "ShardedEntry",
+           "new_sharded_entry", "compare_shards", "set_sharded_types", "sharded_entry_for",
+           "set_miss_handler"]
 
 cdef extern from "Python.h":
     bint PySlice_Check(object o)
@@ -203,20 +213,22 @@ cdef tuple _checked_index(object index, tuple shape, Py_ssize_t k, int64_t* star
     return <tuple> index
 
 
-cdef str _index_text(int64_t* starts, int64_t* stops, Py_ssize_t ndim):
+cdef str _index_text(const int64_t* starts, const int64_t* stops, Py_ssize_t ndim):
     return "[" + ", ".join([f"{starts[d]}:{stops[d]}" for d in range(ndim)]) + "]"
 
 
-cdef int _check_tiling(tuple items, tuple shape, int64_t* starts, int64_t* stops,
-                       bint complete) except -1:
+cdef int _check_tiling(ShardLayout layout) except -1:
     """Different blocks must not overlap, equal ones must differ in replica id, and when the
     shards are all of the array's, the distinct blocks must cover the global shape."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(items), ndim = PyTuple_GET_SIZE(shape)
+    cdef Py_ssize_t n = layout._count, ndim = PyTuple_GET_SIZE(layout.shape)
     cdef Py_ssize_t i, j, d
-    cdef int64_t* a
-    cdef int64_t* b
+    cdef const int64_t* starts = layout._starts
+    cdef const int64_t* stops = layout._stops
+    cdef const int64_t* a
+    cdef const int64_t* b
     cdef int64_t lo, hi, volume, covered = 0, total = 1
     cdef bint same, overlap, duplicate
+    shape = layout.shape
     for d in range(ndim):
         total *= <int64_t> <object> PyTuple_GET_ITEM(shape, d)
     for i in range(n):
@@ -238,11 +250,11 @@ cdef int _check_tiling(tuple items, tuple shape, int64_t* starts, int64_t* stops
             if volume == 0 or not overlap:
                 continue
             if same:
-                if (<Shard> items[i]).replica == (<Shard> items[j]).replica:
+                if layout._replicas[i] == layout._replicas[j]:
                     raise ValueError(
                         f"shards {j} and {i} are the same block "
                         f"{_index_text(starts + i * ndim, stops + i * ndim, ndim)} with the same "
-                        f"replica id {(<Shard> items[i]).replica}: copies of a block need "
+                        f"replica id {layout._replicas[i]}: copies of a block need "
                         "distinct replica ids")
                 duplicate = True
             else:
@@ -252,94 +264,232 @@ cdef int _check_tiling(tuple items, tuple shape, int64_t* starts, int64_t* stops
                     f"without being the same block: they do not tile the global shape {shape}")
         if not duplicate:
             covered += volume
-    if complete and covered != total:
+    if layout.complete and covered != total:
         raise ValueError(
             f"the shards cover {covered} of the {total} elements of the global shape {shape}: "
             "they do not tile it")
     return 0
 
 
-cdef Shards shards_from_pieces(tuple shape, object pieces, object stream,
-                              const DLDataType* dtype, bint complete, object source):
-    cdef Shards result = Shards.__new__(Shards)
-    cdef Py_ssize_t ndim = PyTuple_GET_SIZE(shape), k = 0, d, capacity = 0
+cdef int _fill_layout(ShardLayout layout, tuple shape, list indices, list replicas,
+                      bint complete) except -1:
+    """`layout` over `indices` (and `replicas`, or all 0), each index checked against `shape`;
+    the tiling is checked by the caller (from_pieces checks the data first)."""
+    cdef Py_ssize_t n = len(indices), ndim = PyTuple_GET_SIZE(shape), k
     cdef Py_ssize_t width = ndim if ndim else 1
-    cdef int64_t* starts = NULL
-    cdef int64_t* stops = NULL
-    cdef int64_t* grown
-    cdef StridedMemoryView v
-    cdef bint have_dtype = dtype != NULL, normalized
-    cdef DLDataType want
+    cdef bint normalized
     cdef Py_ssize_t replica
+    if replicas is not None and len(replicas) != n:
+        raise ValueError(f"{len(replicas)} replica ids for {n} shard indices")
+    free(layout._starts)         # __init__ called again: start afresh
+    layout._starts = NULL
+    layout._count = 0
+    layout._indices = ()
+    layout.shape = shape
+    layout.complete = complete
+    # One block of memory: starts, stops (n x ndim each), then the replica ids.
+    layout._starts = <int64_t*> malloc(2 * n * width * sizeof(int64_t)
+                                       + (n if n else 1) * sizeof(Py_ssize_t))
+    if layout._starts == NULL:
+        raise MemoryError()
+    layout._stops = layout._starts + n * width
+    layout._replicas = <Py_ssize_t*> (layout._stops + n * width)
+    normalized_indices = []
+    for k in range(n):
+        index = _checked_index(indices[k], shape, k, layout._starts + k * ndim,
+                               layout._stops + k * ndim, &normalized)
+        if not normalized:
+            # Made once per layout: a producer's index may say slice(None) for a whole dimension.
+            index = tuple([PySlice_New(layout._starts[k * ndim + d], layout._stops[k * ndim + d],
+                                       None) for d in range(ndim)])
+        normalized_indices.append(index)
+        replica = 0 if replicas is None else replicas[k]
+        if replica < 0:
+            raise ValueError(f"shard {k}: replica id {replica} is negative")
+        layout._replicas[k] = replica
+    layout._indices = tuple(normalized_indices)
+    layout._count = n
+    return 0
+
+
+cdef Shards layout_shards(ShardLayout layout, object data, object stream,
+                          const DLDataType* dtype, object source):
+    cdef Shards result = Shards.__new__(Shards)
+    cdef Py_ssize_t n = layout._count, ndim = PyTuple_GET_SIZE(layout.shape), k, d
+    cdef const int64_t* starts
+    cdef const int64_t* stops
+    cdef StridedMemoryView v
+    cdef bint have_dtype = dtype != NULL
+    cdef DLDataType want
     if have_dtype:
         want = dtype[0]
-    items = []
-    try:
-        for piece in pieces:
-            if k >= capacity:
-                capacity = capacity * 2 if capacity else 8
-                grown = <int64_t*> malloc(2 * capacity * width * sizeof(int64_t))
-                if grown == NULL:
-                    raise MemoryError()
-                for d in range(k * ndim):
-                    grown[d] = starts[d]
-                    grown[capacity * width + d] = stops[d]
-                free(starts)
-                starts = grown
-                stops = grown + capacity * width
-            if type(piece) is tuple or type(piece) is list:
-                if not 2 <= len(piece) <= 3:
-                    raise TypeError(f"shard {k} must be given as a (data, index) or (data, "
-                                    f"index, replica) tuple, got {len(piece)} items")
-                data = piece[0]
-                index = piece[1]
-                replica_obj = piece[2] if len(piece) == 3 else 0
-            else:
-                try:
-                    data = piece.data
-                    index = piece.index
-                    replica_obj = piece.replica_id
-                except AttributeError:
-                    raise TypeError(
-                        f"shard {k} must be given as a (data, index[, replica]) tuple or an "
-                        f"object with data, index and replica_id attributes, got "
-                        f"{type(piece).__name__}") from None
-            index = _checked_index(index, shape, k, starts + k * ndim, stops + k * ndim,
-                                   &normalized)
-            replica = replica_obj
-            if replica < 0:
-                raise ValueError(f"shard {k}: replica id {replica} is negative")
-            v = _view_ordered(data, stream)
-            if v.rec.ext.ndim != ndim:
-                raise ValueError(f"shard {k}: its data is {v.rec.ext.ndim}-d, the global "
-                                 f"shape {shape} is {ndim}-d")
-            for d in range(ndim):
-                if v.rec.ext.shape[d] != stops[k * ndim + d] - starts[k * ndim + d]:
-                    raise ValueError(
-                        f"shard {k}: its index "
-                        f"{_index_text(starts + k * ndim, stops + k * ndim, ndim)} spans "
-                        f"{tuple([stops[k * ndim + e] - starts[k * ndim + e] for e in range(ndim)])}"
-                        f" but its data has shape {v.shape}")
-            if not have_dtype:
-                want = v.rec.dtype
-                have_dtype = True
-            elif (v.rec.dtype.code != want.code or v.rec.dtype.bits != want.bits
-                  or v.rec.dtype.lanes != want.lanes):
-                raise ValueError(f"shard {k}: its dtype {describe_dtype(v.rec.dtype)} differs "
-                                 f"from the global dtype {describe_dtype(want)}")
-            items.append(_shard_new(v, index, normalized, shape, replica))
-            k += 1
+    if type(data) is not list and type(data) is not tuple:
+        data = list(data)
+    if len(data) != n:
+        raise ValueError(f"the layout has {n} shard(s), but {len(data)} piece(s) of data were "
+                         "given")
+    shape = layout.shape
+    items = PyTuple_New(n)
+    for k in range(n):
+        item = data[k]
+        if stream is None and type(item) is StridedMemoryView:
+            v = <StridedMemoryView> item      # what view() returns for a view (compiled plugins)
+        else:
+            v = _view_ordered(item, stream)
+        starts = layout._starts + k * ndim
+        stops = layout._stops + k * ndim
+        if v.rec.ext.ndim != ndim:
+            raise ValueError(f"shard {k}: its data is {v.rec.ext.ndim}-d, the global "
+                             f"shape {shape} is {ndim}-d")
+        for d in range(ndim):
+            if v.rec.ext.shape[d] != stops[d] - starts[d]:
+                raise ValueError(
+                    f"shard {k}: its index {_index_text(starts, stops, ndim)} spans "
+                    f"{tuple([stops[e] - starts[e] for e in range(ndim)])} but its data has "
+                    f"shape {v.shape}")
         if not have_dtype:
-            raise ValueError("no pieces were given, so the global dtype is unknown: pass dtype=")
-        result._items = tuple(items)
-        _check_tiling(result._items, shape, starts, stops, complete)
-    finally:
-        free(starts)
+            want = v.rec.dtype
+            have_dtype = True
+        elif (v.rec.dtype.code != want.code or v.rec.dtype.bits != want.bits
+              or v.rec.dtype.lanes != want.lanes):
+            raise ValueError(f"shard {k}: its dtype {describe_dtype(v.rec.dtype)} differs "
+                             f"from the global dtype {describe_dtype(want)}")
+        shard = _shard_new(v, <tuple> PyTuple_GET_ITEM(layout._indices, k), True, shape,
+                           layout._replicas[k])
+        Py_INCREF(shard)                      # PyTuple_SET_ITEM steals a reference
+        PyTuple_SET_ITEM(items, k, shard)
+    if not have_dtype:
+        raise ValueError("no pieces were given, so the global dtype is unknown: pass dtype=")
+    result._items = items
     result.shape = shape
     result._dtype = want
-    result.complete = complete
+    result.complete = layout.complete
     result.source = source
     return result
+
+
+cdef Shards shards_from_pieces(tuple shape, object pieces, object stream,
+                              const DLDataType* dtype, bint complete, object source):
+    cdef Py_ssize_t k = 0
+    data, indices, replicas = [], [], []
+    for piece in pieces:
+        if type(piece) is tuple or type(piece) is list:
+            if not 2 <= len(piece) <= 3:
+                raise TypeError(f"shard {k} must be given as a (data, index) or (data, "
+                                f"index, replica) tuple, got {len(piece)} items")
+            data.append(piece[0])
+            indices.append(piece[1])
+            replicas.append(piece[2] if len(piece) == 3 else 0)
+        else:
+            try:
+                data.append(piece.data)
+                indices.append(piece.index)
+                replicas.append(piece.replica_id)
+            except AttributeError:
+                raise TypeError(
+                    f"shard {k} must be given as a (data, index[, replica]) tuple or an "
+                    f"object with data, index and replica_id attributes, got "
+                    f"{type(piece).__name__}") from None
+        k += 1
+    cdef ShardLayout layout = ShardLayout.__new__(ShardLayout)
+    _fill_layout(layout, shape, indices, replicas, complete)
+    # The data first, then the tiling: a piece whose data disagrees with its index is named as
+    # such rather than as a gap or an overlap.
+    result = layout_shards(layout, data, stream, dtype, source)
+    _check_tiling(layout)
+    return result
+
+
+cdef class ShardLayout:
+    """Where each shard of a sharded array sits, checked once, for any array laid out so.
+
+    A framework's layout object (a jax ``Sharding`` over a global shape, say) puts the same
+    blocks on the same devices for every array it lays out.  A plugin makes one
+    ``ShardLayout`` per such layout and calls :meth:`shards` with each array's per-device
+    pieces: the indices, replica ids and tiling are checked here once, and per call only each
+    piece's view, extents and dtype.  :meth:`Shards.from_pieces` is a layout made and used once.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The global array's shape.
+    indices : iterable of tuple of slice
+        Per shard, where it sits: ``slice(start, stop)`` per dimension (``slice(None)`` for a
+        whole dimension; no steps).
+    replicas : iterable of int, optional
+        Per shard, its replica id (default all 0; copies of the same block need distinct ids).
+    complete : bool, optional
+        The shards are all of the array's shards: check that they cover the global shape.
+
+    Raises
+    ------
+    TypeError
+        If an index is not a tuple of slices with integer bounds.
+    ValueError
+        If the blocks do not tile the global shape: an index outside it or with a step, two
+        different blocks overlapping, two copies of a block with the same replica id, a negative
+        replica id, or (``complete=True``) blocks not covering the shape.
+    """
+
+    def __init__(self, shape, indices, replicas=None, *, bint complete=False):
+        _fill_layout(self, _as_shape(shape), list(indices),
+                     None if replicas is None else list(replicas), complete)
+        _check_tiling(self)
+
+    def __dealloc__(self):
+        free(self._starts)       # starts, stops and replica ids share one allocation
+
+    @property
+    def indices(self):
+        """tuple of tuple of slice: Per shard, ``slice(start, stop)`` per dimension."""
+        return self._indices
+
+    @property
+    def replicas(self):
+        """tuple of int: Per shard, its replica id."""
+        return tuple([self._replicas[k] for k in range(self._count)])
+
+    def __len__(self):
+        return self._count
+
+    def shards(self, data, stream=None, source=None, *, dtype=None):
+        """The :class:`Shards` of one array laid out so: ``data[k]`` is shard ``k``'s memory.
+
+        Parameters
+        ----------
+        data : sequence
+            Per shard, in the layout's order, anything :func:`interop_core.view` accepts (a
+            :class:`~interop_core.StridedMemoryView` is taken as it is when ``stream`` is None).
+        stream : None, int, stream object, or dict, optional
+            The consumer stream every piece is ordered on, or ``{CUDA device id: stream}``.
+        source : object, optional
+            The sharded object the pieces belong to (kept alive as ``Shards.source``).
+        dtype : optional
+            The global element type; needed only for a layout of no shards.
+
+        Returns
+        -------
+        Shards
+
+        Raises
+        ------
+        ValueError
+            If the number of pieces differs from the layout's, or a piece's rank, extents or
+            dtype differ from what its index and the other pieces say.
+        TypeError
+            If a piece cannot be viewed.
+        """
+        cdef DLDataType want
+        if dtype is not None:
+            dtype_from_object(dtype, &want)
+        return layout_shards(self, data, stream, &want if dtype is not None else NULL, source)
+
+    def __repr__(self):
+        cdef Py_ssize_t k, ndim = PyTuple_GET_SIZE(self.shape)
+        blocks = ", ".join([_index_text(self._starts + k * ndim, self._stops + k * ndim, ndim)
+                            for k in range(self._count)])
+        return (f"ShardLayout(shape={self.shape}, {self._count} shard(s): {blocks}, "
+                f"complete={bool(self.complete)})")
 
 
 @cython.freelist(16)
@@ -498,19 +648,73 @@ cdef class ShardedEntry:
     """bool: Whether subclasses of the type use it too."""
     cdef readonly object type_path
     """str or None: The type as declared, ``"module:QualName"``."""
+    cdef readonly ShardedEntry fallback  # owned: replaces this one when its validation fails
+    """ShardedEntry or None: The documented path, installed instead when validation fails."""
+    cdef readonly object prepare       # callable() -> None / str / dict, run once (validation)
+    """callable or None: The plugin's own check, run once before the first use."""
+    cdef readonly object canaries      # callable() -> iterable of objects (validation)
+    """callable or None: Objects this entry must split exactly as its fallback does."""
 
 
-def new_sharded_entry(shards, plugin=None, subclasses=False, type_path=None):
-    """A :class:`ShardedEntry` (for :mod:`interop_core.plugins`)."""
+def new_sharded_entry(shards, plugin=None, subclasses=False, type_path=None, fallback=None,
+                      prepare=None, canaries=None):
+    """A :class:`ShardedEntry` (for :mod:`interop_core.plugins`).
+
+    ``fallback``, ``prepare`` and ``canaries`` declare a fast path built on undocumented
+    layouts, validated once per process as readers are (:mod:`interop_core.registry._validation`).
+    """
     if not callable(shards):
         raise TypeError(f"shards must be callable (obj, stream) -> Shards, got "
                         f"{type(shards).__name__}")
+    for name, value in (("fallback", fallback), ("prepare", prepare), ("canaries", canaries)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    if (prepare is not None or canaries is not None) and fallback is None:
+        raise TypeError("prepare= and canaries= validate a fast path against its fallback=: "
+                        "give fallback= too")
     cdef ShardedEntry entry = ShardedEntry.__new__(ShardedEntry)
     entry.shards = shards
     entry.plugin = plugin
     entry.subclasses = bool(subclasses)
     entry.type_path = type_path
+    entry.prepare = prepare
+    entry.canaries = canaries
+    if fallback is not None:
+        entry.fallback = new_sharded_entry(fallback, plugin, subclasses, type_path)
     return entry
+
+
+def compare_shards(ShardedEntry entry not None, ShardedEntry reference not None, obj):
+    """How ``entry`` and ``reference`` split ``obj`` differently (validation), or None.
+
+    Returns
+    -------
+    str or None
+        The first difference: the global shape, dtype or completeness, the number of shards,
+        or, shard by shard, its view (pointer, shape, strides, dtype, device, read-only flag),
+        index or replica id; ``None`` when they agree.
+    """
+    got = entry.shards(obj, None)
+    want = reference.shards(obj, None)
+    what = f"{type(obj).__qualname__} of shape {getattr(want, 'shape', None)}"
+    if type(got) is not Shards or type(want) is not Shards:
+        return f"{what}: got {type(got).__name__} and {type(want).__name__}, not Shards"
+    a = (got.shape, got.dlpack_dtype, got.complete, len(got))
+    b = (want.shape, want.dlpack_dtype, want.complete, len(want))
+    if a != b:
+        return f"{what}: (shape, dtype, complete, count) {a} != {b}"
+    for k, (mine, theirs) in enumerate(zip(got, want)):
+        a = _shard_key(mine)
+        b = _shard_key(theirs)
+        if a != b:
+            return f"{what}, shard {k}: {a} != {b}"
+    return None
+
+
+cdef tuple _shard_key(Shard s):
+    v = s.view
+    return (v.ptr, v.shape, v.strides, v.dlpack_dtype, (v.device_type, v.device_id),
+            v.readonly, tuple([(i.start, i.stop) for i in s.index]), s.replica)
 
 
 cdef dict _REGISTERED = {}    # type -> ShardedEntry, as the plugins' winners declare them
@@ -537,7 +741,9 @@ def set_miss_handler(handler):
 
 def sharded_entry_for(t):
     """The :class:`ShardedEntry` used for objects of exactly ``t``, or None (viewed whole)."""
-    found = _decide(t)
+    if not isinstance(t, type):
+        raise TypeError(f"expected a type, got {type(t).__name__}")
+    found = _decide(<type> t)     # a cast: types with a metaclass (torch.Tensor) are types too
     return None if found is _PLAIN else found
 
 
@@ -556,6 +762,11 @@ cdef object _decide(type t):
                 break
     if found is None:
         found = _PLAIN
+    elif (<ShardedEntry> found).prepare is not None or (<ShardedEntry> found).canaries is not None:
+        # A fast path on undocumented layouts: validated once per process against its fallback
+        # (the core's one mechanism, as for readers), here on first use rather than when the
+        # type resolves, since its canaries are sharded arrays over several devices.
+        found = _validation.chosen_entry(found)
     _DECIDED[t] = found
     return found
 

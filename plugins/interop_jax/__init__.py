@@ -38,10 +38,17 @@ and compares them.  If anything differs, the fallback serves the rest of the pro
 
 Sharded arrays
 --------------
-``interop_core.shards(x)`` yields one view per addressable shard from jax's own
-``addressable_shards``; ``interop_core.to(shards, "jax", sharding=...)`` assembles a global
-array from per-device pieces of any framework with ``jax.make_array_from_single_device_arrays``
-(``_sharded.py``).
+``interop_core.shards(x)`` yields one view per addressable shard, with the indices and replica
+ids of jax's own ``addressable_shards``.  The compiled path (``_reader.read_shards``) asks jax's
+public answer once per (sharding, global shape) and keeps it as a plan (an
+``interop_core.ShardLayout`` and each slot's device); per call it reads the array's per-device
+arrays with the reader's accessors, confirms each one's device, and makes the views in one loop.
+Those are jax internals: the core validates the path once per process, on the first
+``shards()`` of a jax array (``prepare_shards``, and ``shard_canaries`` split both ways), against
+the public path (``_sharded.jax_shards``: ``addressable_shards``), which replaces it if anything
+differs and serves any array whose per-device arrays do not match their plan.
+``interop_core.to(shards, "jax", sharding=...)`` assembles a global array from per-device pieces
+of any framework with ``jax.make_array_from_single_device_arrays`` (``_sharded.py``).
 
 Exporting
 ---------
@@ -180,9 +187,8 @@ def producer_stream(array):
 
 @interop_core.hookimpl
 def interop_core_register(registry):
-    """Declare jax's array types (the compiled accessor reader, validated once, read-only,
-    sharded through ``addressable_shards``), the ``"jax"`` exporter and its shard assembler
-    (imports no jax)."""
+    """Declare jax's array types (the compiled accessor reader and sharded path, each validated
+    once, read-only), the ``"jax"`` exporter and its shard assembler (imports no jax)."""
     from . import _reader  # compiled; imports no jax
 
     reader = _reader.reader_capsule()
@@ -196,5 +202,7 @@ def interop_core_register(registry):
     from ._sharded import assemble_jax, jax_shards
 
     for path in ARRAY_TYPES:
-        registry.add_sharded_type(path, jax_shards)
+        # The compiled path (jax internals, validated once) and jax's public one behind it.
+        registry.add_sharded_type(path, _reader.read_shards, fallback=jax_shards,
+                                  prepare=_reader.prepare_shards, canaries=_reader.shard_canaries)
     registry.add_shard_assembler("jax", assemble_jax)

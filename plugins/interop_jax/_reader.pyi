@@ -3,10 +3,10 @@
 from collections.abc import Iterable
 from typing import Any
 
-from interop_core import StridedMemoryView
+from interop_core import Shards, StridedMemoryView
 
 __all__ = ["reader_capsule", "read_with_dlpack", "prepare", "canaries", "producer_stream",
-           "to_jax", "export_status"]
+           "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries"]
 
 def reader_capsule() -> Any:
     """The accessor reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
@@ -28,3 +28,12 @@ def to_jax(view: StridedMemoryView, stream: Any = None) -> Any:
 
 def export_status() -> dict[str, tuple[bool, str]]:
     """The once-per-platform checks of ``to(x, "jax")``'s direct import made so far."""
+
+def read_shards(array: Any, stream: Any = None) -> Shards:
+    """The addressable shards of a jax array, without jax's ``Shard`` objects (the fast path)."""
+
+def shard_canaries() -> list[Any]:
+    """Sharded jax arrays over this process's devices of jax's default backend (validation)."""
+
+def prepare_shards() -> dict[str, Any] | str:
+    """Check what the comparison with the public path leaves out (once per process)."""

@@ -1,9 +1,11 @@
 """Sharded jax arrays: ``shards()`` through jax's own shards, ``to(shards, "jax")`` through
 ``jax.make_array_from_single_device_arrays``.
 
-Reading: every shard of ``array.addressable_shards`` (jax's own list: its ``data``, ``index``
-and ``replica_id``) becomes a :class:`interop_core.Shard`, its data viewed by the plugin's
-reader like any single-device array.  Any sharding works (``SingleDeviceSharding``,
+Reading, the public path: every shard of ``array.addressable_shards`` (jax's own list: its
+``data``, ``index`` and ``replica_id``) becomes a :class:`interop_core.Shard`, its data viewed by
+the plugin's reader like any single-device array.  ``shards()`` takes the compiled path
+(``_reader.read_shards``), which asks this list once per sharding and global shape; this one is
+its fallback, validated against it once per process.  Any sharding works (``SingleDeviceSharding``,
 ``NamedSharding``, ``PositionalSharding`` and ``GSPMDSharding`` where the installed jax has
 them, fully or partially replicated): jax computes the indices and replica ids, we only read
 them.  Under ``jax.distributed`` a process sees only the shards on its own devices
@@ -44,9 +46,19 @@ def jax_shards(array, stream=None):
     Returns
     -------
     interop_core.Shards
+
+    Raises
+    ------
+    BufferError
+        If the array was deleted or donated.
     """
     # jax's Shard objects carry data, index and replica_id: from_pieces reads them in C.
-    local = array.addressable_shards
+    try:
+        local = array.addressable_shards
+    except RuntimeError:
+        if array.is_deleted():
+            raise BufferError(_DELETED) from None
+        raise
     if _single_process is None:
         _count_processes()
     # array.is_fully_addressable costs a fifth of a shard's view; in a single process every
@@ -57,6 +69,8 @@ def jax_shards(array, stream=None):
                               source=array)
 
 
+_DELETED = ("cannot read the shards of a deleted jax array: its buffers were freed by "
+            "array.delete() or donated to a jitted computation (donate_argnums)")
 _single_process: bool | None = None   # jax.process_count() == 1 (fixed once jax's backend exists)
 
 

@@ -41,6 +41,8 @@ from interop_core.abi cimport (
     INTEROP_CORE_READ_OK,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_tensor_info,
+    interop_core_api,
+    interop_core_import_api,
 )
 
 from interop_core import StridedMemoryView
@@ -128,6 +130,14 @@ cdef cuda_stream_fn _found_cuda_stream_fn = NULL   # AOTI's current-stream gette
 cdef object _is_neg = None
 cdef object _is_conj = None
 cdef object _torch = None    # the torch module, once imported by prepare() or the fallback
+
+# Whether the running core sets `batch` (ABI version 3; an older core's struct ends before it),
+# and the current stream last read within a batch: one launch_args call over many tensors of a
+# device asks torch for that device's current stream once.
+cdef bint _core_sets_batch = interop_core_import_api(0).abi_version >= 3
+cdef uint64_t _stream_batch = 0
+cdef int32_t _stream_device = -1
+cdef void* _stream_of_batch = NULL
 cdef dict _details = None    # what prepare() reported, once it succeeded in this process
 
 
@@ -209,10 +219,24 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
     # carries it, a later sync() orders after it), so it is read now, with or without a
     # consumer stream: torch's current stream may have changed by the time the view is used.
     if out.device_type == KDL_CUDA and _get_cuda_stream != NULL:
-        if _get_cuda_stream(dev_index, &cstream) == 0:
-            out.has_producer_stream = 1
-            out.producer_stream = <intptr_t> cstream
+        if _core_sets_batch and out.batch != 0:
+            if out.batch != _stream_batch or dev_index != _stream_device:
+                if _get_cuda_stream(dev_index, &cstream) != 0:
+                    return INTEROP_CORE_READ_OK
+                _remember_stream(out.batch, dev_index, cstream)
+            cstream = _stream_of_batch
+        elif _get_cuda_stream(dev_index, &cstream) != 0:
+            return INTEROP_CORE_READ_OK
+        out.has_producer_stream = 1
+        out.producer_stream = <intptr_t> cstream
     return INTEROP_CORE_READ_OK
+
+
+cdef inline void _remember_stream(uint64_t batch, int32_t device, void* stream) noexcept:
+    global _stream_batch, _stream_device, _stream_of_batch
+    _stream_batch = batch
+    _stream_device = device
+    _stream_of_batch = stream
 
 
 def reader_capsule():
