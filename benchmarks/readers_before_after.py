@@ -1,0 +1,97 @@
+"""The first-party readers of this tree against another tree's, alternated process by process.
+
+A noisy host's speed can change by 2x between consecutive processes, which hides a difference of
+a few percent between two separately run benches.  This runs many short rounds, each timing
+``view(x)`` for every object first under one tree and then under the other (fresh interpreters,
+the same objects), and reports the per-round ratio after / before with its median and quartiles.
+
+    python benchmarks/readers_before_after.py BEFORE_TREE [--rounds 12]
+
+BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
+this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, numba, jax (CPU and CUDA),
+each where installed and where a GPU exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PROBE = r"""
+import json, sys, time
+objs = {}
+try:
+    import numpy as np
+    objs["numpy"] = np.zeros((4, 8), np.float32)
+except ImportError:
+    pass
+try:
+    import torch
+    objs["torch cpu"] = torch.zeros(4, 8)
+    if torch.cuda.is_available():
+        objs["torch cuda"] = torch.zeros(4, 8, device="cuda")
+except ImportError:
+    pass
+try:
+    import cupy
+    objs["cupy"] = cupy.zeros((4, 8), cupy.float32)
+except Exception:
+    pass
+try:
+    import jax
+    objs["jax cpu"] = jax.device_put(jax.numpy.zeros((4, 8)), jax.devices("cpu")[0])
+    try:
+        objs["jax cuda"] = jax.device_put(jax.numpy.zeros((4, 8)), jax.devices("gpu")[0])
+    except RuntimeError:
+        pass
+except ImportError:
+    pass
+from interop_core import view
+out = {}
+for name, obj in objs.items():
+    view(obj)
+    best = float("inf")
+    for _ in range(7):
+        n = 2000
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            view(obj)
+        best = min(best, (time.perf_counter_ns() - start) / n)
+    out[name] = best
+print(json.dumps(out))
+"""
+
+
+def _probe(tree: str | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "plugins")])
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                          text=True, check=True, cwd=tree or os.getcwd())
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", help="a built checkout of the older tree")
+    parser.add_argument("--rounds", type=int, default=12)
+    args = parser.parse_args()
+    ratios: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        before, after = _probe(os.path.abspath(args.before)), _probe(None)
+        for name in after.keys() & before.keys():
+            ratios.setdefault(name, []).append(after[name] / before[name])
+    print("| object | after / before, median | quartiles | rounds |")
+    print("| --- | ---: | --- | ---: |")
+    for name, values in sorted(ratios.items()):
+        q1, q2, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values * 3)
+        print(f"| {name} | {q2:.3f} | {q1:.3f}–{q3:.3f} | {len(values)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
