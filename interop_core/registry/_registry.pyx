@@ -596,14 +596,10 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         # Resolved once, here: readers get None or the int handle, never a stream object.
         stream = canonical_stream(stream, &consumer)
     if kind == READER_CAPSULE:
-        # Every compiled reader, first-party or not: filled in place, no intermediate result.
-        v = view_new()
-        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
-        if keepalive is _DECLINED:
+        # The common case taken here rather than through _fill: a call less per view.
+        v = _capsule_view(entry, obj, stream)
+        if v is None:
             v = _declined(entry, obj, stream)
-        else:
-            v._keepalive = keepalive
-            v.owner = obj
     else:
         v = _fill(entry, obj, stream)
     if entry.readonly:
@@ -620,13 +616,9 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef int kind = entry.kind
     if kind == READER_CAPSULE:
-        v = view_new()
-        keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
-        if keepalive is _DECLINED:
-            return _declined(entry, obj, stream)
-        v._keepalive = keepalive
-        v.owner = obj
-        return v
+        # Every compiled reader, first-party or not: the view's record filled in place.
+        v = _capsule_view(entry, obj, stream)
+        return v if v is not None else _declined(entry, obj, stream)
     if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
@@ -642,6 +634,17 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     raise TypeError(
         f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
         f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
+
+
+cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, object stream):
+    # A view filled by `entry`'s C reader, or None when the reader declined `obj`.
+    cdef StridedMemoryView v = view_new()
+    keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
+    if keepalive is _DECLINED:
+        return None
+    v._keepalive = keepalive
+    v.owner = obj
+    return v
 
 
 cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream):
@@ -725,8 +728,8 @@ cdef int _last_shift = -1
 
 cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bits,
                                       uint16_t lanes, int* shift) except -1:
-    # Returns the itemsize (and its log2 in `shift`) from here rather than having the caller
-    # load rec.itemsize right after this store, which costs a store-to-load round trip per view.
+    # Returns the itemsize and its log2 (in `shift`), cached with the dtype, so that the caller's
+    # stride loop needs no division and no log2 of its own.
     # Taken field by field, each at the width a reader stores it: one 4-byte load of the three
     # fields right after a reader's three narrow stores cannot be forwarded from them and stalls
     # (a few ns per view on x86).
@@ -987,42 +990,37 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
         record_copy(rec, &v.rec)
         return v
     entry = <ReaderEntry> found
-    if entry.kind == READER_CORE:
-        keepalive = entry.core(obj, stream, rec)
-        if entry.readonly:
-            rec.readonly = True
-        if stream is not None and rec.device_type != 1:
-            _learn_producer(entry, rec, obj)
-        return keepalive
-    if entry.kind == READER_CAPSULE:
-        keepalive = _read_capsule_into(entry, obj, stream, rec, batch)
-        if keepalive is not _DECLINED:
-            # A type declared immutable reads read-only, as view() makes it (to() relies on it).
-            if entry.readonly:
-                rec.readonly = True
-            if stream is not None and rec.device_type != 1:
-                _learn_producer(entry, rec, obj)
-            return keepalive
-        v = _declined(entry, obj, stream)
-        if stream is not None and v.rec.device_type != 1:
-            _learn_producer(entry, &v.rec, obj)
-        if entry.readonly:
-            v.rec.readonly = True
-    elif entry.kind == READER_SELF:
+    if entry.kind == READER_SELF:
         v = <StridedMemoryView> obj
         if stream is not None and v.rec.device_type != 1:
             knows_producer_stream(v)
-    elif entry.kind == READER_GENERIC:
+        record_copy(rec, &v.rec)
+        return v
+    if entry.kind == READER_GENERIC:
         # A DLPack producer orders itself before the consumer stream it is handed; the CUDA
         # Array Interface's stream is recorded as the producer's, for the caller to order.
         v = view_by_protocol(entry.protocol, obj,
                              stream if entry.protocol == PROTOCOL_DLPACK else None)
+        record_copy(rec, &v.rec)
+        return v
+    if entry.kind == READER_CORE:
+        keepalive = entry.core(obj, stream, rec)
+    elif entry.kind == READER_CAPSULE:
+        keepalive = _read_capsule_into(entry, obj, stream, rec, batch)
+        if keepalive is _DECLINED:
+            keepalive = _copied(_declined(entry, obj, stream), rec)
     else:
-        v = _fill(entry, obj, stream)
-        if stream is not None and v.rec.device_type != 1:
-            _learn_producer(entry, &v.rec, obj)
-        if entry.readonly:
-            v.rec.readonly = True
+        keepalive = _copied(_fill(entry, obj, stream), rec)
+    # A type declared immutable reads read-only, as view() makes it (to() relies on it).
+    if entry.readonly:
+        rec.readonly = True
+    if stream is not None and rec.device_type != 1:
+        _learn_producer(entry, rec, obj)
+    return keepalive
+
+
+cdef inline StridedMemoryView _copied(StridedMemoryView v, ViewRecord* rec):
+    # `v`'s record into the caller's; `v` is then what keeps the memory alive.
     record_copy(rec, &v.rec)
     return v
 
@@ -1041,13 +1039,7 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     """
     cdef StridedMemoryView got, want
     if entry.kind == READER_CAPSULE:
-        got = view_new()
-        keepalive = _read_capsule_into(entry, obj, None, &got.rec)
-        if keepalive is _DECLINED:
-            return "declined"
-        got._keepalive = keepalive
-        got.owner = obj
-        result = got
+        result = _capsule_view(entry, obj, None)
     elif entry.kind == READER_PYTHON:
         result = entry.reader(obj, None)
     else:
