@@ -535,6 +535,12 @@ cdef int64_t _dense_bytes(StridedMemoryView dst, StridedMemoryView src) noexcept
     return nbytes
 
 
+cdef int _stream_elsewhere(int stream_device_id) except -1:
+    raise ValueError(f"copy: the stream belongs to CUDA device {stream_device_id}, but the "
+                     "copy's device memory is elsewhere; pass a stream of the source's or the "
+                     "destination's device")
+
+
 cdef int _copy_dense_on_device(StridedMemoryView dst, StridedMemoryView src, int64_t nbytes,
                                bint sync, intptr_t handle) except -1:
     """One cuMemcpyAsync between dense memory of one device: the general path's outcome
@@ -546,9 +552,7 @@ cdef int _copy_dense_on_device(StridedMemoryView dst, StridedMemoryView src, int
     if sync:
         stream_of = stream_device(handle, device_id)
         if stream_of != device_id:
-            raise ValueError(f"copy: the stream belongs to CUDA device {stream_of}, but the "
-                             "copy's device memory is elsewhere; pass a stream of the source's "
-                             "or the destination's device")
+            _stream_elsewhere(stream_of)
     else:
         handle = 0      # the legacy default stream of the copying device, waited for below
     # Both producers are looked up first: a plugin's strategy may run Python code, which must
@@ -626,9 +630,7 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
         handle = 0      # the legacy default stream of the copying device, waited for below
     if not ((dst.rec.device_type == kDLCUDA and dst.rec.device_id == device_id)
             or (src.rec.device_type == kDLCUDA and src.rec.device_id == device_id)):
-        raise ValueError(f"copy: the stream belongs to CUDA device {device_id}, but the copy's "
-                         "device memory is elsewhere; pass a stream of the source's or the "
-                         "destination's device")
+        _stream_elsewhere(device_id)
     _order_side(src, handle, device_id)
     if not (src.rec.has_producer_stream and dst.rec.has_producer_stream
             and src.rec.producer_stream == dst.rec.producer_stream
