@@ -55,8 +55,8 @@ out = {}
 for name, obj in objs.items():
     view(obj)
     best = float("inf")
-    for _ in range(7):
-        n = 2000
+    for _ in range(5):
+        n = 20000
         start = time.perf_counter_ns()
         for _ in range(n):
             view(obj)
