@@ -81,10 +81,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
+    for round_number in range(args.rounds):
         before, after = _probe(os.path.abspath(args.before)), _probe(None)
         for name in after.keys() & before.keys():
             ratios.setdefault(name, []).append(after[name] / before[name])
+        # Each round as it ends, so a run cut short still reports what it measured.
+        print(f"round {round_number + 1}: " + ", ".join(
+            f"{name} {after[name]:.0f}/{before[name]:.0f} ns" for name in sorted(ratios)),
+            file=sys.stderr, flush=True)
     print("| object | after / before, median | quartiles | rounds |")
     print("| --- | ---: | --- | ---: |")
     for name, values in sorted(ratios.items()):
