@@ -295,6 +295,38 @@ def test_a_c_reader_in_a_capsule_fills_the_view(registered):
     assert v.owner is obj
 
 
+def test_a_c_reader_finds_every_optional_output_at_its_default_on_each_call(registered):
+    # The first read sets every optional output; the second sets only the required ones and
+    # must get the documented defaults, not the first call's values.
+    seen = []
+
+    @READER_V1
+    def reader(obj, stream, out):
+        info = out.contents
+        seen.append((info.data, info.ndim, bool(info.strides), info.device_id, info.readonly,
+                     info.has_producer_stream, info.producer_stream, info.keepalive,
+                     info.strides_in_bytes))
+        a = obj.array
+        info.data = a.ctypes.data
+        info.ndim = 1
+        info.shape = a.ctypes.shape_as(ctypes.c_int64)
+        info.dtype_code, info.dtype_bits, info.dtype_lanes = 2, 32, 1
+        info.device_type = 1
+        if len(seen) == 1:
+            info.strides = a.ctypes.strides_as(ctypes.c_int64)
+            info.strides_in_bytes = 1
+            info.readonly = 1
+            info.has_producer_stream, info.producer_stream = 1, 7
+        return 0
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "defaults-reader")
+    obj = Tensorish(np.zeros(4, np.float32))
+    first, second = view(obj), view(obj)
+    assert seen[1] == (None, 0, False, 0, 0, 0, 0, None, 0)
+    assert (first.readonly, second.readonly) == (True, False)
+    assert second.strides == (1,) and second.owner is obj
+
+
 def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(registered):
     seen = []
 

@@ -21,7 +21,10 @@
  * static buffer that it fills after its own last Python-level call (GIL held throughout).
  * Strides are in ELEMENTS, or in bytes when `strides_in_bytes` is set (interop-core divides them
  * by the itemsize and refuses strides it does not divide); NULL strides mean C-contiguous.
- * interop-core clears `out` before each call.
+ * Before each call interop-core sets the optional outputs to their defaults: `data`, `strides`
+ * and `keepalive` NULL; `ndim`, `device_id`, `readonly`, `has_producer_stream`,
+ * `producer_stream` and `strides_in_bytes` 0.  A reader always sets `shape` (for ndim > 0),
+ * the dtype triple and `device_type`.
  *
  * Ownership: `out->keepalive`, if not NULL, is a NEW reference to the object that keeps the
  * memory alive; interop-core releases it when the last view of the memory dies.  NULL means

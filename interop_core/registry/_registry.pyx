@@ -15,7 +15,7 @@ from cpython.pycapsule cimport (
     PyCapsule_New,
 )
 from cpython.exc cimport PyErr_Occurred
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strcmp
@@ -64,6 +64,7 @@ from ..abi cimport (
     INTEROP_CORE_API_CAPSULE,
     INTEROP_CORE_EXPORTER_CAPSULE,
     INTEROP_CORE_READ_DECLINED,
+    INTEROP_CORE_READ_OK,
     INTEROP_CORE_READER_CAPSULE,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_api,
@@ -639,10 +640,17 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
 cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, object stream):
     # A view filled by `entry`'s C reader, or None when the reader declined `obj`.
     cdef StridedMemoryView v = view_new()
-    keepalive = _read_capsule_into(entry, obj, stream, &v.rec)
-    if keepalive is _DECLINED:
+    cdef PyObject* keepalive = NULL
+    if _read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0) == INTEROP_CORE_READ_DECLINED:
         return None
-    v._keepalive = keepalive
+    # The object's reference count is written as few times as view() did before readers went
+    # through the ABI: each write waits for the one before it (the same memory word), so a
+    # chain of them costs more than the reader's loads.
+    if keepalive == NULL:
+        v._keepalive = obj
+    else:
+        v._keepalive = <object> keepalive
+        Py_DECREF_steal(keepalive)
     v.owner = obj
     return v
 
@@ -756,39 +764,60 @@ cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bit
     return itemsize
 
 
-# What _read_capsule_into returns when the reader declined the object: a reader's keep-alive may
-# be any object, so "declined" needs a value no reader can hand back.
-cdef object _DECLINED = object()
-
-
-cdef inline object _read_capsule_into(ReaderEntry entry, object obj, object stream,
-                                      ViewRecord* rec, uint64_t batch=0):
+cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
+                                   ViewRecord* rec, PyObject** keepalive,
+                                   uint64_t batch) except -1:
     """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
-    Returns the object that keeps the memory alive (`obj` unless the reader named another), or
-    `_DECLINED`.  Filling the caller's record in place, a view's or a launch slot's, spares a
-    view allocation and a record copy per tensor on the launch path.
+    Returns INTEROP_CORE_READ_OK, with `keepalive` set to the reader's keep-alive (a new
+    reference) or left NULL when `obj` itself keeps the memory alive; or
+    INTEROP_CORE_READ_DECLINED, with nothing to release.  Filling the caller's record in place,
+    a view's or a launch slot's, spares a view allocation and a record copy per tensor on the
+    launch path; handing back a raw reference spares the reference-count writes of an object
+    return value.
     """
     cdef interop_core_tensor_info info
     cdef int status
-    memset(&info, 0, sizeof(info))
+    # The optional outputs at their documented defaults (interop_core.h), one store each at the
+    # width the core reads them back: a wide clear of the whole struct followed by narrow
+    # loads of fields the reader did not rewrite defeats store-to-load forwarding (measured:
+    # ~7 ns per view, as much as the rest of the hand-off).
+    info.data = NULL
+    info.ndim = 0
+    info.strides = NULL
+    info.device_id = 0
+    info.readonly = 0
+    info.has_producer_stream = 0
+    info.producer_stream = 0
+    info.keepalive = NULL
+    info.strides_in_bytes = 0
     info.batch = batch
     # The caller allocated `rec` before this call: from the reader's return until its extents
     # are copied, nothing here may run Python code (an allocation can run the garbage collector,
     # and so finalizers and other threads), since the reader may hand out a buffer of its own
     # (interop_core.h).
     status = (<interop_core_reader_v1> entry.c_reader)(<PyObject*> obj, <PyObject*> stream, &info)
-    # Take ownership of the keep-alive first, so every error path below releases it.
-    keepalive = obj
-    if info.keepalive != NULL:
-        keepalive = <object> info.keepalive
-        Py_DECREF_steal(info.keepalive)
     if status != 0:
+        Py_XDECREF(info.keepalive)
         if status == INTEROP_CORE_READ_DECLINED and entry.c_version >= 2:
-            return _DECLINED
+            return INTEROP_CORE_READ_DECLINED
         _propagate_reader_error(entry)
+    if info.keepalive != NULL:
+        return _fill_record_held(rec, obj, &info, entry, keepalive)
     _fill_record(rec, obj, &info, entry.c_version >= 2, entry)
-    return keepalive
+    return INTEROP_CORE_READ_OK
+
+
+cdef int _fill_record_held(ViewRecord* rec, object obj, interop_core_tensor_info* info,
+                           ReaderEntry entry, PyObject** keepalive) except -1:
+    # The reader named its own keep-alive: owned here as an object while the record is filled,
+    # so that a malformed fill releases it, then handed to the caller as a new reference.
+    held = <object> info.keepalive
+    Py_DECREF_steal(info.keepalive)
+    _fill_record(rec, obj, info, entry.c_version >= 2, entry)
+    Py_INCREF(held)
+    keepalive[0] = <PyObject*> held
+    return INTEROP_CORE_READ_OK
 
 
 cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_info* info,
@@ -982,6 +1011,7 @@ cdef object view_object(object obj, object stream):
 
 cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    cdef PyObject* held = NULL
     cdef ReaderEntry entry
     cdef StridedMemoryView v
     if found == NULL:
@@ -1006,9 +1036,13 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
     if entry.kind == READER_CORE:
         keepalive = entry.core(obj, stream, rec)
     elif entry.kind == READER_CAPSULE:
-        keepalive = _read_capsule_into(entry, obj, stream, rec, batch)
-        if keepalive is _DECLINED:
+        if _read_capsule_into(entry, obj, stream, rec, &held, batch) == INTEROP_CORE_READ_DECLINED:
             keepalive = _copied(_declined(entry, obj, stream), rec)
+        elif held == NULL:
+            keepalive = obj
+        else:
+            keepalive = <object> held
+            Py_DECREF_steal(held)
     else:
         keepalive = _copied(_fill(entry, obj, stream), rec)
     # A type declared immutable reads read-only, as view() makes it (to() relies on it).
