@@ -5,7 +5,7 @@ a few percent between two separately run benches.  This runs many short rounds, 
 ``view(x)`` for every object first under one tree and then under the other (fresh interpreters,
 the same objects), and reports the per-round ratio after / before with its median and quartiles.
 
-    python benchmarks/readers_before_after.py BEFORE_TREE [--rounds 12]
+    python benchmarks/readers_before_after.py BEFORE_TREE [--rounds 12] [--cpu N]
 
 BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
 this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, numba, jax (CPU and CUDA),
@@ -22,7 +22,9 @@ import subprocess
 import sys
 
 PROBE = r"""
-import json, sys, time
+import json, os, sys, time
+if os.environ.get("READERS_CPU"):
+    os.sched_setaffinity(0, {int(os.environ["READERS_CPU"])})
 objs = {}
 try:
     import numpy as np
@@ -66,8 +68,10 @@ print(json.dumps(out))
 """
 
 
-def _probe(tree: str | None) -> dict[str, float]:
+def _probe(tree: str | None, cpu: int | None) -> dict[str, float]:
     env = dict(os.environ)
+    if cpu is not None:
+        env["READERS_CPU"] = str(cpu)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "plugins")])
     done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
@@ -79,10 +83,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", help="a built checkout of the older tree")
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="pin every probe to this CPU (a host whose cores or memory nodes "
+                             "differ in speed otherwise moves each process's timing)")
     args = parser.parse_args()
     ratios: dict[str, list[float]] = {}
     for round_number in range(args.rounds):
-        before, after = _probe(os.path.abspath(args.before)), _probe(None)
+        before, after = _probe(os.path.abspath(args.before), args.cpu), _probe(None, args.cpu)
         for name in after.keys() & before.keys():
             ratios.setdefault(name, []).append(after[name] / before[name])
         # Each round as it ends, so a run cut short still reports what it measured.
