@@ -1,11 +1,15 @@
-"""The first-party readers of this tree against another tree's, alternated process by process.
+"""The first-party readers of this tree against another tree's, timed side by side.
 
-A noisy host's speed can change by 2x between consecutive processes, which hides a difference of
-a few percent between two separately run benches.  This runs many short rounds, each timing
-``view(x)`` for every object first under one tree and then under the other (fresh interpreters,
-the same objects), and reports the per-round ratio after / before with its median and quartiles.
+A noisy host's speed changes by up to 2x from one second to the next (measured on the H100
+host: two consecutive processes timing the same code differ by 2x), which hides a difference of
+a few percent between two separately run benches, and even between two processes run one after
+the other.  So the two trees run AT THE SAME TIME, each in its own interpreter pinned to its own
+CPU, on one shared clock: every object is timed in many short blocks, block k of both trees in
+the same time slot, so both see the same host speed.  The ratio after / before is taken block by
+block; the report gives its median and quartiles per object.  ``--swap`` repeats the run with
+the two trees' CPUs exchanged, so a difference between the two CPUs cancels out.
 
-    python benchmarks/readers_before_after.py BEFORE_TREE [--rounds 12] [--cpu N]
+    python benchmarks/readers_before_after.py BEFORE_TREE [--blocks 60] [--cpus 2,3] [--swap]
 
 BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
 this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, numba, jax (CPU and CUDA),
@@ -20,11 +24,11 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 PROBE = r"""
 import json, os, sys, time
-if os.environ.get("READERS_CPU"):
-    os.sched_setaffinity(0, {int(os.environ["READERS_CPU"])})
+os.sched_setaffinity(0, {int(os.environ["READERS_CPU"])})
 objs = {}
 try:
     import numpy as np
@@ -53,50 +57,68 @@ try:
 except ImportError:
     pass
 from interop_core import view
-out = {}
-for name, obj in objs.items():
-    view(obj)
-    best = float("inf")
-    for _ in range(5):
-        n = 20000
-        start = time.perf_counter_ns()
+start = float(os.environ["READERS_START"])
+slot = float(os.environ["READERS_SLOT"])
+blocks = int(os.environ["READERS_BLOCKS"])
+names = sorted(objs)
+out = {name: [] for name in names}
+for obj in objs.values():
+    for _ in range(2000):
+        view(obj)
+for index, name in enumerate(names):
+    obj = objs[name]
+    for block in range(blocks):
+        # Block `block` of object `index` starts at the same moment in both trees' processes.
+        wait = start + (index * blocks + block) * slot - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        n = 2000
+        t = time.perf_counter_ns()
         for _ in range(n):
             view(obj)
-        best = min(best, (time.perf_counter_ns() - start) / n)
-    out[name] = best
+        out[name].append((time.perf_counter_ns() - t) / n)
 print(json.dumps(out))
 """
 
+# Seconds given to both interpreters to import the frameworks before the first slot.
+IMPORT_ALLOWANCE = 25.0
+# One block's slot: 2,000 views take 0.2-6 ms; the rest of the slot is idle, so that a slow
+# block of one tree never runs into the next slot of the other.
+SLOT = 0.02
 
-def _probe(tree: str | None, cpu: int | None) -> dict[str, float]:
-    env = dict(os.environ)
-    if cpu is not None:
-        env["READERS_CPU"] = str(cpu)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "plugins")])
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
-                          text=True, check=True, cwd=tree or os.getcwd())
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+def _run_pair(before_tree: str, cpus: tuple[int, int], blocks: int) -> dict[str, list[float]]:
+    """Ratios after / before, block by block, of one simultaneous run."""
+    start = time.perf_counter() + IMPORT_ALLOWANCE
+    procs = []
+    for tree, cpu in ((before_tree, cpus[0]), (None, cpus[1])):
+        env = dict(os.environ, READERS_CPU=str(cpu), READERS_START=repr(start),
+                   READERS_SLOT=repr(SLOT), READERS_BLOCKS=str(blocks))
+        if tree is not None:
+            env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "plugins")])
+        procs.append(subprocess.Popen([sys.executable, "-c", PROBE], env=env, cwd=tree or os.getcwd(),
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+    before, after = (json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs)
+    return {name: [a / b for a, b in zip(after[name], before[name])]
+            for name in after.keys() & before.keys()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", help="a built checkout of the older tree")
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--cpu", type=int, default=None,
-                        help="pin every probe to this CPU (a host whose cores or memory nodes "
-                             "differ in speed otherwise moves each process's timing)")
+    parser.add_argument("--blocks", type=int, default=60, help="timed blocks per object")
+    parser.add_argument("--cpus", default="2,3", help="the before tree's CPU and the after tree's")
+    parser.add_argument("--swap", action="store_true",
+                        help="a second run with the two CPUs exchanged")
     args = parser.parse_args()
+    first, second = (int(c) for c in args.cpus.split(","))
+    runs = [(first, second)] + ([(second, first)] if args.swap else [])
     ratios: dict[str, list[float]] = {}
-    for round_number in range(args.rounds):
-        before, after = _probe(os.path.abspath(args.before), args.cpu), _probe(None, args.cpu)
-        for name in after.keys() & before.keys():
-            ratios.setdefault(name, []).append(after[name] / before[name])
-        # Each round as it ends, so a run cut short still reports what it measured.
-        print(f"round {round_number + 1}: " + ", ".join(
-            f"{name} {after[name]:.0f}/{before[name]:.0f} ns" for name in sorted(ratios)),
-            file=sys.stderr, flush=True)
-    print("| object | after / before, median | quartiles | rounds |")
+    for cpus in runs:
+        for name, values in _run_pair(os.path.abspath(args.before), cpus, args.blocks).items():
+            ratios.setdefault(name, []).extend(values)
+        print(f"run on CPUs {cpus} done", file=sys.stderr, flush=True)
+    print("| object | after / before, median | quartiles | blocks |")
     print("| --- | ---: | --- | ---: |")
     for name, values in sorted(ratios.items()):
         q1, q2, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values * 3)
