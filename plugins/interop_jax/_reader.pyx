@@ -7,6 +7,8 @@
 # reference on the PJRT buffer) and, without a stream, waits on the host until the array is
 # computed.  For single-device arrays the reader asks the array directly: `_sharding` (device and
 # memory kind), `aval` (shape, dtype), `_pjrt_layout` (strides) and `unsafe_buffer_pointer()`.
+# An array read again is answered from a per-array cache (see "The per-array cache" below),
+# confirmed per read by `unsafe_buffer_pointer()` and the aval's identity.
 # Those are jax internals or near-internals, so the core validates the reader once per process
 # (registry `prepare=` / `canaries=`): it reads canary arrays with this reader and with the
 # fallback (`read_with_dlpack`, jax's own DLPack export) and compares them field by field;
