@@ -513,3 +513,76 @@ class TestJaxPluginConformance(PluginConformance):
         return Expected(ptr=obj.unsafe_buffer_pointer(), shape=obj.shape,
                         strides=_dense_strides(obj.shape), dtype=_dlpack_dtype(obj.dtype),
                         device=(1, 0), readonly=True)
+
+
+# --- the reader's per-array cache: a second read is answered from what the first one saw,
+# confirmed by the buffer address and the aval; it must never describe a freed buffer.
+
+@pytest.mark.parametrize("how", ["deleted", "donated"])
+@pytest.mark.parametrize("entry_point", ["view", "to numpy"])
+def test_deleted_array_after_a_cached_read_is_a_clear_error(how, entry_point):
+    x = jnp.arange(16.0).reshape(4, 4)
+    read = interop_core.view if entry_point == "view" else (lambda a: interop_core.to(a, "numpy"))
+    for _ in range(3):          # the first read fills the cache, the others hit it
+        got = read(x)
+        assert got.shape == (4, 4)
+    if how == "deleted":
+        x.delete()
+    else:
+        jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    assert x.is_deleted()
+    with pytest.raises(BufferError, match="deleted jax array"):
+        read(x)
+
+
+def test_cached_read_follows_jaxs_replace_with():
+    """jaxlib can swap an array's contents (``_replace_with``, behind jax's mutable arrays):
+    the next read describes the new buffer, shape and dtype, not the cached ones."""
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    if not hasattr(x, "_replace_with"):
+        pytest.skip("this jaxlib has no _replace_with")
+    assert interop_core.view(x).shape == (3, 4)
+    assert interop_core.view(x).shape == (3, 4)           # admitted to the cache
+    assert interop_core.view(x).shape == (3, 4)           # a hit
+    same_aval = jnp.ones((3, 4), jnp.float32)
+    x._replace_with(same_aval)
+    v = interop_core.view(x)
+    assert v.ptr == same_aval.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(interop_core.to(x, "numpy"), np.ones((3, 4), np.float32))
+    other = jnp.arange(5, dtype=jnp.int8)
+    x._replace_with(other)
+    v = interop_core.view(x)
+    assert (v.shape, v.dtype, v.ptr) == ((5,), np.int8, other.unsafe_buffer_pointer())
+
+
+def test_cached_reads_of_many_arrays_and_of_recycled_addresses():
+    """Arrays beyond the cache's size, and new arrays at freed arrays' addresses, read right."""
+    for _round in range(3):
+        arrays = [jnp.full((i % 5 + 1, 3), i % 100, dtype=[jnp.float32, jnp.int8][i % 2])
+                  for i in range(200)]
+        for _ in range(3):      # read, admitted to the cache, a hit (when still there)
+            for i, a in enumerate(arrays):
+                v = interop_core.view(a)
+                assert v.shape == (i % 5 + 1, 3) and v.ptr == a.unsafe_buffer_pointer()
+                assert v.dtype == a.dtype
+                assert interop_core.to(a, "numpy")[0, 0] == i % 100
+        del arrays, a
+
+
+def test_cached_read_of_another_layout():
+    """An array with a column-major device layout keeps its strides when read again."""
+    try:
+        from jax.experimental.layout import Format, Layout
+    except ImportError:
+        pytest.skip("this jax has no jax.experimental.layout")
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    try:
+        x = jax.device_put(base, Format(Layout((1, 0)), jax.sharding.SingleDeviceSharding(
+            jax.devices("cpu")[0])))
+    except Exception as exc:  # noqa: BLE001 - a backend without custom layouts
+        pytest.skip(f"no custom layout here: {exc}")
+    first = interop_core.view(x)
+    again = interop_core.view(x)
+    assert first.strides == again.strides
+    np.testing.assert_array_equal(interop_core.to(x, "numpy"), base)
+    np.testing.assert_array_equal(interop_core.to(x, "numpy"), base)

@@ -360,6 +360,31 @@ def test_a_column_major_device_layout_keeps_its_strides_in_every_shard(jax):
         np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
 
 
+@pytest.mark.parametrize("kind", ["rows", "grid", "column_major"])
+def test_shards_read_again_from_the_readers_cache_stay_right(jax, kind):
+    """The per-device arrays of an array read again are answered from the reader's per-array
+    cache (admitted on the second read): every read says what jax says, deleting is refused."""
+    from jax.experimental.layout import Format, Layout
+
+    whole, x = _sharded(jax, "rows" if kind == "column_major" else kind)
+    if kind == "column_major":
+        x = jax.device_put(x, Format(Layout(major_to_minor=(1, 0)), x.sharding))
+    first = [(s.view.ptr, s.view.shape, s.view.strides) for s in interop_core.shards(x)]
+    for _ in range(3):
+        found = interop_core.shards(x)
+        assert [(s.view.ptr, s.view.shape, s.view.strides) for s in found] == first
+        for shard in found:
+            np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+    # The per-device arrays read one by one agree with the cached shard reads.
+    for shard, a in zip(interop_core.shards(x), x._arrays, strict=True):
+        v = interop_core.view(a)
+        assert (v.ptr, v.shape, v.strides) == (shard.view.ptr, shard.view.shape,
+                                              shard.view.strides)
+    x.delete()
+    with pytest.raises(BufferError, match="shards of a deleted jax array"):
+        interop_core.shards(x)
+
+
 @pytest.mark.parametrize("stream", [{}, -1])
 def test_jax_shards_ordered_on_a_stream_are_read_per_piece_from_the_same_plan(jax, stream):
     whole, x = _sharded(jax, "rows_replicated")

@@ -988,8 +988,8 @@ def shards_cases(devices: list, label: str) -> list[Case]:
     whole = jax.numpy.arange(n * SHARD_ROWS * 32, dtype="float32").reshape(n * SHARD_ROWS, 32)
     x = jax.device_put(whole, sharding)
     # The same work without the sharded container: n single-device arrays, one on each device,
-    # viewed in turn.  (Viewing one array again and again is cheaper: the jax reader remembers
-    # the last sharding it met, which n arrays on n devices never repeat.)
+    # viewed in turn.  (Both this and shards() read arrays met before -- these n, or the
+    # per-device arrays -- from the jax reader's per-array cache.)
     ones = [jax.device_put(jax.numpy.zeros((SHARD_ROWS, 32), "float32"), d) for d in devices]
     shards(x)   # the sharded path is validated on first use: say which one is measured
     entry = _shards.sharded_entry_for(type(x))

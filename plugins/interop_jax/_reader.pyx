@@ -7,6 +7,8 @@
 # reference on the PJRT buffer) and, without a stream, waits on the host until the array is
 # computed.  For single-device arrays the reader asks the array directly: `_sharding` (device and
 # memory kind), `aval` (shape, dtype), `_pjrt_layout` (strides) and `unsafe_buffer_pointer()`.
+# An array read again is answered from a per-array cache (see "The per-array cache" below),
+# confirmed per read by `unsafe_buffer_pointer()` and the aval's identity.
 # Those are jax internals or near-internals, so the core validates the reader once per process
 # (registry `prepare=` / `canaries=`): it reads canary arrays with this reader and with the
 # fallback (`read_with_dlpack`, jax's own DLPack export) and compares them field by field;
@@ -47,7 +49,8 @@
 from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
+from cpython.weakref cimport PyWeakref_GetRef, PyWeakref_NewRef
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -70,6 +73,8 @@ cdef enum:
     KDL_ROCM = 10
     KDL_ROCM_HOST = 11
     MAX_LEARNED = 8
+    CACHE_SET_BITS = 7      # the per-array cache has 1 << CACHE_SET_BITS sets of two entries
+    CACHED_NDIM = 8         # arrays of more dimensions are not cached
 
 
 # --- state of the reader ---------------------------------------------------------------------
@@ -89,6 +94,11 @@ cdef bint _ready = False
 cdef object _single_sharding = None   # jax's SingleDeviceSharding type (a reference owned here)
 cdef object _to_capsule = None        # jaxlib's buffer_to_dlpack_managed_tensor (owned here)
 cdef object _from_capsule = None      # jaxlib's dlpack_managed_tensor_to_buffer (owned here)
+# jax's array type and, for its exact instances, its `aval` getter and `unsafe_buffer_pointer`
+# method (owned here; None: attribute lookups).
+cdef object _accessor_type = None
+cdef object _aval_getter = None
+cdef object _pointer_method = None
 cdef int _process_index = -1          # jax.process_index(): devices of other processes
 cdef dict _devices = {}               # (jax Device, memory kind) -> (DLPack type, device id)
 cdef dict _row_major = {}             # ndim -> list of PjRtLayout objects known to be row-major
@@ -96,6 +106,163 @@ cdef dict _row_major = {}             # ndim -> list of PjRtLayout objects known
 # so the common case costs one identity comparison.  A strong reference, replaced on a miss.
 cdef object _last_sharding = None
 cdef int32_t _last_type = 0, _last_id = 0
+# The last (jax Device, SingleDeviceSharding._memory_kind) resolved, and its (type, id): strong
+# references, replaced on a miss (so the identities compared are never reused addresses).
+cdef object _last_device = None
+cdef object _last_kind = None
+cdef int32_t _last_device_type = 0, _last_device_id = 0
+
+# The per-array cache.  Reading an array through all its accessors costs ~0.5 us, most of it
+# `_pjrt_layout` (jaxlib computes the default layout per call) and the sharding, shape and dtype
+# reads; an array read again (a loop handing the same array over, the per-device arrays of one
+# sharded array) is answered from an entry holding what the accessors said, confirmed per read
+# by two jax calls:
+# - `unsafe_buffer_pointer()`, which is needed anyway and raises for a deleted or donated array,
+#   so a freed buffer is never described;
+# - `aval`, compared by identity with the entry's (which the entry holds, so the address cannot
+#   be reused): jaxlib can swap an array's whole contents (`_replace_with`, used for jax's
+#   mutable arrays), and then the pointer differs and, for another shape or dtype, the aval too.
+# The entry names its array through a weak reference (jax arrays support them): a dead one
+# never matches, so a new array at a freed array's address is read afresh.  The facts kept --
+# device, shape, dtype, strides -- belong to the buffer and its aval, not to the Python object.
+# A table of sets of two entries (the array's address picks the set), no dict: a hit costs a
+# few comparisons.  Entries hold owned references (weak reference, aval, sharding) and are only
+# replaced, never freed (the table is bounded).
+ctypedef struct _Entry:
+    PyObject* ref             # a weak reference to the array (owned); NULL: empty
+    PyObject* aval            # the array's aval when read (owned): compared by identity
+    PyObject* sharding        # its _sharding when read (owned): what the shards path compares
+    uintptr_t data
+    int32_t ndim
+    int32_t device_type
+    int32_t device_id
+    uint8_t code
+    uint8_t bits
+    uint16_t lanes
+    int64_t shape[CACHED_NDIM]
+    int64_t strides[CACHED_NDIM]
+
+cdef _Entry _cache[2 << CACHE_SET_BITS]     # static storage: starts empty (zeroed)
+cdef uint8_t _recent[1 << CACHE_SET_BITS]   # per set, the entry hit or filled last (0 or 1)
+cdef bint _cache_off = False                # jax's array type takes no weak references
+# Admission: an array gets an entry on its second read in a row of its set, not its first.  A
+# weak reference costs an allocation (and evicting a live entry its release), which arrays read
+# once -- or a working set larger than the table, read in turn -- would pay on every read for
+# nothing.  Per set, the address of the array last refused and its buffer's address: plain
+# numbers, never dereferenced (a reused address only admits an array one read early).
+cdef uintptr_t _candidate[1 << CACHE_SET_BITS]
+cdef uintptr_t _candidate_data[1 << CACHE_SET_BITS]
+
+
+cdef inline Py_ssize_t _set_of(object obj) noexcept:
+    # Fibonacci hashing of the address (objects are 16-byte aligned): consecutive arrays spread
+    # over the sets.
+    cdef uint64_t h = (<uint64_t> <uintptr_t> <PyObject*> obj) >> 4
+    return <Py_ssize_t> ((h * <uint64_t> 0x9E3779B97F4A7C15) >> (64 - CACHE_SET_BITS))
+
+
+cdef inline _Entry* _find(object obj, object aval, uintptr_t ptr) noexcept:
+    """The entry describing `obj` (whose aval and address are these), or NULL."""
+    cdef Py_ssize_t s = _set_of(obj)
+    cdef _Entry* e = &_cache[2 * s]
+    if _is_entry_of(e, obj, aval, ptr):
+        _recent[s] = 0
+        return e
+    e += 1
+    if _is_entry_of(e, obj, aval, ptr):
+        _recent[s] = 1
+        return e
+    return NULL
+
+
+cdef inline PyObject* _target(_Entry* e) noexcept:
+    """The address of the array `e` names; NULL when empty or when that array is gone."""
+    cdef PyObject* target = NULL
+    if e.ref == NULL:
+        return NULL
+    PyWeakref_GetRef(<object> e.ref, &target)
+    Py_XDECREF(target)          # only its address is used; a live target's count is unchanged
+    return target
+
+
+cdef inline _Entry* _victim(object obj) noexcept:
+    """The entry of obj's set to fill for `obj`: its old one, a free one, else the one used
+    less recently."""
+    cdef Py_ssize_t s = _set_of(obj)
+    cdef _Entry* e = &_cache[2 * s]
+    cdef PyObject* first = _target(e)
+    cdef PyObject* second = _target(e + 1)
+    if second == <PyObject*> obj or (second == NULL and first != <PyObject*> obj):
+        _recent[s] = 1
+        return e + 1
+    if first == NULL or first == <PyObject*> obj:
+        _recent[s] = 0
+        return e
+    _recent[s] ^= 1
+    return e + _recent[s]
+
+
+cdef inline _Entry* _admit(object obj, uintptr_t ptr) noexcept:
+    """The entry to fill for `obj` (whose buffer is at `ptr`), or NULL: not on its first read."""
+    cdef Py_ssize_t s = _set_of(obj)
+    if _candidate[s] == <uintptr_t> <PyObject*> obj and _candidate_data[s] == ptr:
+        _candidate[s] = 0
+        return _victim(obj)
+    _candidate[s] = <uintptr_t> <PyObject*> obj
+    _candidate_data[s] = ptr
+    return NULL
+
+
+cdef inline bint _is_entry_of(_Entry* e, object obj, object aval, uintptr_t ptr) noexcept:
+    """Whether `e` describes `obj`, whose aval and buffer address are `aval` and `ptr`."""
+    if e.aval != <PyObject*> aval or e.data != ptr:
+        return False
+    return _target(e) == <PyObject*> obj
+
+
+cdef int _remember(_Entry* e, object obj, object aval, object sharding, uintptr_t ptr, int ndim,
+                   const int64_t* shape, const int64_t* strides, uint8_t code, uint8_t bits,
+                   uint16_t lanes, int32_t device_type, int32_t device_id) except -1:
+    """Make `e` describe `obj` (what the accessors said).  Runs Python code (a new weak
+    reference, the old entry's references released) only before the entry is written."""
+    global _cache_off
+    cdef PyObject* old
+    try:
+        ref = PyWeakref_NewRef(obj, None)
+    except TypeError:           # a jax whose arrays take no weak references: no cache at all
+        _cache_off = True
+        return 0
+    # Releasing the old references may run Python code (a finaliser), even a read of another
+    # array landing on this entry: empty it until nothing is left, then write it.
+    while e.ref != NULL or e.aval != NULL or e.sharding != NULL:
+        old = e.ref
+        e.ref = NULL
+        Py_XDECREF(old)
+        old = e.aval
+        e.aval = NULL
+        Py_XDECREF(old)
+        old = e.sharding
+        e.sharding = NULL
+        Py_XDECREF(old)
+    Py_INCREF(ref)
+    Py_INCREF(aval)
+    Py_INCREF(sharding)
+    e.ref = <PyObject*> ref
+    e.aval = <PyObject*> aval
+    e.sharding = <PyObject*> sharding
+    e.data = ptr
+    e.ndim = ndim
+    e.device_type = device_type
+    e.device_id = device_id
+    e.code = code
+    e.bits = bits
+    e.lanes = lanes
+    memcpy(e.shape, shape, ndim * sizeof(int64_t))
+    memcpy(e.strides, strides, ndim * sizeof(int64_t))
+    return 0
+
+
+cdef object _MISSING = object()     # module-owned sentinel for getattr
 
 _MULTI_DEVICE = (
     "cannot view a jax array sharded over {n} devices as one strided view: use "
@@ -122,13 +289,39 @@ cdef object _jaxlib_function(object array_type, str name):
 cdef int _setup(object array_type) except -1:
     """Look up jax's handles (jax is imported: one of its arrays exists, or a test asks)."""
     global _ready, _single_sharding, _to_capsule, _from_capsule, _last_sharding
+    global _last_device, _last_kind
     import jax
 
     _single_sharding = jax.sharding.SingleDeviceSharding
     _to_capsule = _jaxlib_function(array_type, "buffer_to_dlpack_managed_tensor")
     _from_capsule = _jaxlib_function(array_type, "dlpack_managed_tensor_to_buffer")
     _last_sharding = None
+    _last_device = None
+    _last_kind = None
+    _bind_accessors(array_type)
     _ready = True
+    return 0
+
+
+cdef int _bind_accessors(object array_type) except -1:
+    """The callables behind `aval` and `unsafe_buffer_pointer` of jax's array type, called
+    directly on an exact instance: the same functions jax's attribute lookup finds (a property's
+    getter, a method of the type), without the lookup (the instance has a __dict__ to search
+    first for a method)."""
+    global _accessor_type, _aval_getter, _pointer_method
+    import inspect
+
+    _accessor_type = _aval_getter = _pointer_method = None
+    if array_type is None:      # set up before any array was read (an export to jax)
+        array_type = _jaxlib_function(None, "ArrayImpl")
+        if not isinstance(array_type, type):
+            return 0
+    aval = inspect.getattr_static(array_type, "aval", None)
+    method = inspect.getattr_static(array_type, "unsafe_buffer_pointer", None)
+    if type(aval) is property and aval.fget is not None and callable(method):
+        _aval_getter = aval.fget
+        _pointer_method = method
+        _accessor_type = array_type
     return 0
 
 
@@ -167,26 +360,42 @@ cdef tuple _resolve_device(object device, object memory_kind):
     return result
 
 
-cdef int _locate(object obj, int32_t* device_type, int32_t* device_id) except -1:
-    """The DLPack device of a single-device array (BufferError for several devices)."""
-    global _last_sharding, _last_type, _last_id
+cdef object _locate(object obj, int32_t* device_type, int32_t* device_id):
+    """The DLPack device of a single-device array (BufferError for several devices); returns
+    the array's `_sharding`."""
+    global _last_sharding, _last_type, _last_id, _last_device, _last_kind
+    global _last_device_type, _last_device_id
     sharding = obj._sharding
     if sharding is _last_sharding:
         device_type[0] = _last_type
         device_id[0] = _last_id
-        return 0
+        return sharding
     if type(sharding) is _single_sharding:
+        # Every new array has a new sharding object, but mostly the same device and memory
+        # kind: those are compared with the last ones met (`_memory_kind` is what the sharding
+        # was made with, None for the device's default: the public `memory_kind` resolves that
+        # at ~3x the cost, so only for a device or kind not met last).
         device = sharding._device
-    else:
-        devices = sharding.device_set
-        if len(devices) != 1:
-            raise BufferError(_MULTI_DEVICE.format(n=len(devices)))
-        device = next(iter(devices))
-    dev = _resolve_device(device, sharding.memory_kind)
+        kind = sharding._memory_kind
+        if device is not _last_device or not (kind is _last_kind or (
+                type(kind) is str and type(_last_kind) is str and kind == _last_kind)):
+            dev = _resolve_device(device, sharding.memory_kind)
+            _last_device_type = (<tuple> dev)[0]
+            _last_device_id = (<tuple> dev)[1]
+            _last_device = device
+            _last_kind = kind
+        _last_type = device_type[0] = _last_device_type
+        _last_id = device_id[0] = _last_device_id
+        _last_sharding = sharding
+        return sharding
+    devices = sharding.device_set
+    if len(devices) != 1:
+        raise BufferError(_MULTI_DEVICE.format(n=len(devices)))
+    dev = _resolve_device(next(iter(devices)), sharding.memory_kind)
     _last_type = device_type[0] = (<tuple> dev)[0]
     _last_id = device_id[0] = (<tuple> dev)[1]
     _last_sharding = sharding
-    return 0
+    return sharding
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -243,19 +452,74 @@ cdef int _pending_error() except -1:
 
 
 cdef int _read_fast(object obj, interop_core_tensor_info* out) except -1:
-    """Metadata and address through the array's accessors; waits for nothing."""
+    """Metadata and address of a single-device array; waits for nothing.
+
+    An array read before (its cache entry's weak reference still names it) costs two jax
+    calls, `unsafe_buffer_pointer()` and `aval`, which confirm the entry; any other array is
+    read through all the accessors (`_read_accessors`), which fills its entry.
+    """
+    cdef _Entry* e
+    cdef uintptr_t ptr
+    if _cache_off:
+        return _read_accessors(obj, out, NULL, None, 0)
+    try:
+        # Raises for a deleted or donated array (and for several devices): then the accessor
+        # path, which names the problem.
+        if type(obj) is _accessor_type:
+            ptr = <uintptr_t> _pointer_method(obj)
+            aval = _aval_getter(obj)
+        else:
+            ptr = <uintptr_t> obj.unsafe_buffer_pointer()
+            aval = obj.aval
+    except Exception:
+        return _read_accessors(obj, out, NULL, None, 0)
+    e = _find(obj, aval, ptr)
+    # No Python code runs from the check to the hand-over: the entry cannot change in between.
+    if e != NULL:
+        _hand_over(out, ptr, e.ndim, e.shape, e.strides, e.code, e.bits, e.lanes,
+                   e.device_type, e.device_id)
+        return 0
+    return _read_accessors(obj, out, _admit(obj, ptr), aval, ptr)
+
+
+cdef int _hand_over(interop_core_tensor_info* out, uintptr_t ptr, int ndim,
+                    const int64_t* shape, const int64_t* strides, uint8_t code, uint8_t bits,
+                    uint16_t lanes, int32_t device_type, int32_t device_id) noexcept:
+    """Fill `out`; the extents through the module's buffers (the caller runs no Python code
+    after this, so the core copies them before anything can overwrite them)."""
+    memcpy(_shape, shape, ndim * sizeof(int64_t))
+    memcpy(_strides, strides, ndim * sizeof(int64_t))
+    out.data = <void*> ptr
+    out.ndim = ndim
+    out.shape = _shape
+    out.strides = _strides
+    out.dtype_code = code
+    out.dtype_bits = bits
+    out.dtype_lanes = lanes
+    out.device_type = device_type
+    out.device_id = device_id
+    out.readonly = 1
+    out.has_producer_stream = 0
+    return 0
+
+
+cdef int _read_accessors(object obj, interop_core_tensor_info* out, _Entry* e, object aval,
+                         uintptr_t ptr) except -1:
+    """Metadata and address through all the array's accessors; fills cache entry `e` (unless
+    NULL).  `aval` and `ptr` are what the caller already read (None and 0: not read)."""
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
     cdef int64_t step = 1
     cdef int i, ndim
     cdef int32_t device_type, device_id
-    cdef uintptr_t ptr
-    _locate(obj, &device_type, &device_id)
-    aval = obj.aval
+    cdef uint8_t code, bits
+    cdef uint16_t lanes
+    sharding = _locate(obj, &device_type, &device_id)
+    if aval is None:
+        aval = obj.aval
     shape_obj = <tuple> aval.shape
     # jax stores sub-byte types one element per byte, as the core assumes of every reader.
-    if _api.dtype_of(<PyObject*> aval.dtype, &out.dtype_code, &out.dtype_bits,
-                     &out.dtype_lanes) != 0:
+    if _api.dtype_of(<PyObject*> aval.dtype, &code, &bits, &lanes) != 0:
         _pending_error()
     ndim = len(shape_obj)
     if ndim > MAX_NDIM:
@@ -265,20 +529,17 @@ cdef int _read_fast(object obj, interop_core_tensor_info* out) except -1:
         shape[i] = shape_obj[i]
         strides[i] = step
         step *= shape[i] if shape[i] > 0 else 1
+    if ptr == 0:
+        # Before the layout: jaxlib's `_pjrt_layout` of a deleted or donated array crashes the
+        # process (jax 0.10), while this raises (read_jax_array then names the problem).
+        ptr = <uintptr_t> obj.unsafe_buffer_pointer()
     if ndim >= 2 and not _is_row_major(obj, ndim):
         _layout_strides(obj, shape, strides, ndim)
-    ptr = <uintptr_t> obj.unsafe_buffer_pointer()
+    if e != NULL and ndim <= CACHED_NDIM:
+        _remember(e, obj, aval, sharding, ptr, ndim, shape, strides, code, bits, lanes,
+                  device_type, device_id)
     # No Python code runs from here on: hand the extents over.
-    memcpy(_shape, shape, ndim * sizeof(int64_t))
-    memcpy(_strides, strides, ndim * sizeof(int64_t))
-    out.data = <void*> ptr
-    out.ndim = ndim
-    out.shape = _shape
-    out.strides = _strides
-    out.device_type = device_type
-    out.device_id = device_id
-    out.readonly = 1
-    out.has_producer_stream = 0
+    _hand_over(out, ptr, ndim, shape, strides, code, bits, lanes, device_type, device_id)
     return 0
 
 
@@ -510,6 +771,13 @@ def prepare(samples=None):
     _setup(type(probe))
     if type(probe._sharding) is not _single_sharding:
         return f"_sharding is a {type(probe._sharding).__name__}, not SingleDeviceSharding"
+    # The reader compares `_memory_kind` (what the sharding was made with) with the last one
+    # met, and resolves `memory_kind` (the public one) only for a new one.
+    kind = getattr(probe._sharding, "_memory_kind", _MISSING)
+    if kind is _MISSING:
+        return "SingleDeviceSharding has no _memory_kind"
+    if kind is not None and kind != probe._sharding.memory_kind:
+        return f"_memory_kind {kind!r} != memory_kind {probe._sharding.memory_kind!r}"
     checked = 0
     if _to_capsule is not None:
         for x in (canaries() if samples is None else samples):
@@ -547,6 +815,7 @@ def prepare(samples=None):
 
 cdef enum:
     MAX_PLANS = 64          # (sharding, shape) plans kept; all are forgotten when full
+    SHARDS_ON_STACK = 16    # shards read with per-call scratch on the stack (more: malloc)
 
 
 cdef class _ShardPlan:
@@ -662,12 +931,13 @@ cdef _ShardPlan _plan_for(object array, object sharding, tuple shape):
     return <_ShardPlan> found
 
 
-cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object a) except -1:
-    """Whether per-device array `a` sits where the plan says slot `k` is (caches what it saw)."""
+cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object sharding,
+                        object aval) except -1:
+    """Whether a per-device array whose `_sharding` and `aval` are these sits where the plan
+    says slot `k` is (caches what it saw)."""
     cdef uint8_t code, bits
     cdef uint16_t lanes
     cdef bint same_kind
-    sharding = a._sharding
     if sharding is not plan.seen_sharding[k]:
         # Every new array has new per-device shardings: the device by identity (jax's devices
         # are unique) and the memory kind as planned are enough; anything else is resolved as
@@ -691,7 +961,6 @@ cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object a) except -1:
             if dev[0] != plan.device_types[k] or dev[1] != plan.device_ids[k]:
                 return False
         plan.seen_sharding[k] = sharding
-    aval = a.aval
     if aval is not plan.seen_aval[k]:
         if aval.shape != plan.shard_shapes[k]:
             return False
@@ -706,11 +975,17 @@ cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object a) except -1:
 
 cdef object _read_shards(object array, object stream):
     cdef interop_core_tensor_info info
-    cdef int64_t strides[MAX_NDIM]
     cdef Py_ssize_t k, n
     cdef int ndim
     cdef _ShardPlan plan
     cdef PyObject* made
+    cdef uintptr_t stack_ptrs[SHARDS_ON_STACK]
+    cdef int64_t stack_strides[SHARDS_ON_STACK * CACHED_NDIM]
+    cdef uint8_t stack_custom[SHARDS_ON_STACK]
+    cdef uintptr_t* ptrs = stack_ptrs
+    cdef int64_t* strides = stack_strides
+    cdef uint8_t* custom = stack_custom
+    cdef char* block = NULL
     arrays = array._arrays
     if arrays is None:
         raise BufferError(_DELETED_SHARDS)
@@ -720,39 +995,100 @@ cdef object _read_shards(object array, object stream):
         return None
     n = plan.count
     ndim = plan.ndim
-    for k in range(n):
-        if not _slot_matches(plan, k, (<list> arrays)[k]):
-            return None
-    if n == 0:
-        return plan.make_shards(arrays, stream, array, dtype=aval.dtype)
-    if stream is not None:
-        # Ordered reads go through view() per piece, as the public path does (the reader
-        # orders each on its device's stream, or waits for jax's CPU work).
-        return plan.make_shards(arrays, stream, array)
-    views = []
-    for k in range(n):
-        a = (<list> arrays)[k]
-        memset(&info, 0, sizeof(info))
-        info.strides = NULL                  # row-major, unless jax's layout says otherwise
-        if ndim >= 2 and not _is_row_major(a, ndim):
-            _layout_strides(a, plan.extents + k * ndim, strides, ndim)
-            info.strides = strides
-        info.data = <void*> <uintptr_t> a.unsafe_buffer_pointer()
-        info.ndim = ndim
-        info.shape = plan.extents + k * ndim
-        info.dtype_code = plan.dtypes[2 * k]
-        info.dtype_bits = plan.dtypes[2 * k + 1]
-        info.dtype_lanes = plan.lanes[k]
-        info.device_type = plan.device_types[k]
-        info.device_id = plan.device_ids[k]
-        info.readonly = 1
-        made = _api.view_from_info(<PyObject*> a, &info)
-        if made == NULL:
-            _pending_error()
-        v = <object> made
-        Py_XDECREF(made)             # <object> took its own reference
-        views.append(v)
-    return plan.make_shards(views, None, array)
+    if n > SHARDS_ON_STACK or ndim > CACHED_NDIM:
+        block = <char*> malloc(n * (sizeof(uintptr_t) + ndim * sizeof(int64_t) + 1) + 1)
+        if block == NULL:
+            raise MemoryError()
+        ptrs = <uintptr_t*> block
+        strides = <int64_t*> (ptrs + n)
+        custom = <uint8_t*> (strides + n * ndim)
+    try:
+        # Every slot is confirmed before any view is made: a mismatch means the public path.
+        for k in range(n):
+            if not _read_slot(plan, k, (<list> arrays)[k], stream is None, &ptrs[k],
+                              strides + k * ndim, &custom[k]):
+                return None
+        if n == 0:
+            return plan.make_shards(arrays, stream, array, dtype=aval.dtype)
+        if stream is not None:
+            # Ordered reads go through view() per piece, as the public path does (the reader
+            # orders each on its device's stream, or waits for jax's CPU work).
+            return plan.make_shards(arrays, stream, array)
+        views = []
+        for k in range(n):
+            memset(&info, 0, sizeof(info))
+            # NULL: row-major (the core computes them), unless jax's layout says otherwise.
+            info.strides = strides + k * ndim if custom[k] else NULL
+            info.data = <void*> ptrs[k]
+            info.ndim = ndim
+            info.shape = plan.extents + k * ndim
+            info.dtype_code = plan.dtypes[2 * k]
+            info.dtype_bits = plan.dtypes[2 * k + 1]
+            info.dtype_lanes = plan.lanes[k]
+            info.device_type = plan.device_types[k]
+            info.device_id = plan.device_ids[k]
+            info.readonly = 1
+            made = _api.view_from_info(<PyObject*> (<list> arrays)[k], &info)
+            if made == NULL:
+                _pending_error()
+            v = <object> made
+            Py_XDECREF(made)             # <object> took its own reference
+            views.append(v)
+        return plan.make_shards(views, None, array)
+    finally:
+        free(block)
+
+
+cdef bint _read_slot(_ShardPlan plan, Py_ssize_t k, object a, bint want_extents,
+                     uintptr_t* ptr, int64_t* strides, uint8_t* custom) except -1:
+    """Confirm per-device array `a` against slot `k` of the plan; with `want_extents`, its
+    address, and its strides where they are not row-major (`custom`).  A per-device array read
+    before is answered from the reader's cache (its sharding and aval as the entry says)."""
+    cdef _Entry* e
+    cdef int ndim = plan.ndim
+    cdef int64_t step = 1
+    cdef int i
+    if not want_extents:
+        return _slot_matches(plan, k, a._sharding, a.aval)
+    # The address first: it raises for a deleted array, whose layout jaxlib cannot read.
+    if type(a) is _accessor_type:
+        ptr[0] = <uintptr_t> _pointer_method(a)
+        aval = _aval_getter(a)
+    else:
+        ptr[0] = <uintptr_t> a.unsafe_buffer_pointer()
+        aval = a.aval
+    e = NULL if _cache_off else _find(a, aval, ptr[0])
+    if e != NULL and e.ndim == ndim:
+        sharding = <object> e.sharding
+        custom[0] = 0
+        for i in range(ndim - 1, -1, -1):
+            if e.strides[i] != step:
+                custom[0] = 1
+            step *= e.shape[i] if e.shape[i] > 0 else 1
+        # A hit's entry holds what the accessors said of this array (shape and dtype are its
+        # aval's): _slot_matches compares them with the plan, by identity once seen.
+        if not _slot_matches(plan, k, sharding, aval):
+            return False
+        if custom[0]:
+            memcpy(strides, e.strides, ndim * sizeof(int64_t))
+        return True
+    sharding = a._sharding
+    if not _slot_matches(plan, k, sharding, aval):
+        return False
+    custom[0] = 0
+    if ndim >= 2 and not _is_row_major(a, ndim):
+        _layout_strides(a, plan.extents + k * ndim, strides, ndim)
+        custom[0] = 1
+    else:
+        for i in range(ndim - 1, -1, -1):
+            strides[i] = step
+            step *= plan.extents[k * ndim + i] if plan.extents[k * ndim + i] > 0 else 1
+    e = NULL if _cache_off or ndim > CACHED_NDIM else _admit(a, ptr[0])
+    if e != NULL:
+        _remember(e, a, aval, sharding, ptr[0], ndim, plan.extents + k * ndim, strides,
+                  plan.dtypes[2 * k], plan.dtypes[2 * k + 1], plan.lanes[k],
+                  plan.device_types[k], plan.device_ids[k])
+    return True
 
 
 def read_shards(array, stream=None):
