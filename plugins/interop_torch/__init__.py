@@ -6,7 +6,10 @@ Exact ``torch.Tensor`` and ``torch.nn.Parameter`` objects (not subclasses such a
 are read by this package's compiled reader (``_reader.pyx``), registered through the public C
 ABI (``interop_core.h``, version 2) exactly as a third party's would be.  It reads the tensor
 through the PyTorch AOTI stable C ABI (``aoti_torch_get_*``, looked up in torch's loaded
-libraries: no build-time dependency on torch).  The core validates it once per process
+libraries: no build-time dependency on torch), or, for plain tensors, reads the same fields
+straight from the TensorImpl once ``prepare`` has found where they sit by comparing canary
+tensors with the AOTI shims' answers and checked them on a second set (``doctor`` says which,
+``fields``).  The core validates it once per process
 (``prepare`` finds where the at::Tensor sits in the Python object and the DispatchKeySet bits of
 unusable tensors, and checks the reader against torch's Python API; the core then compares
 every canary read with the fallback's); if anything differs, the fallback serves the rest of the

@@ -21,6 +21,14 @@
 # Anything unexpected (a missing symbol, a canary read differently) installs the fallback,
 # `read_checked`, for the rest of the process.
 #
+# The direct path (_read_fields): for plain tensors the reader reads the TensorImpl's own fields
+# (inline sizes / strides, storage offset, numel, dtype, device, the StorageImpl's data
+# pointer) instead of calling the AOTI shims, ~8 calls per tensor.  prepare() finds every
+# offset by comparing canary tensors' memory with the shims' answers (_find_fields), checks the
+# result on a second set against the shims and torch's Python API (_check_fields), and keeps
+# the AOTI path when anything is not found or differs; tensors that are not plain (see
+# _read_fields) go through the AOTI path still.  `doctor` reports which is in use ("fields").
+#
 # Per object, the reader declines (returns INTEROP_CORE_READ_DECLINED; the core then calls the
 # fallback) whatever its one pass cannot describe: conjugate / negative / nested / zero tensors,
 # layouts other than strided, devices other than CPU and CUDA, dtypes outside its table, tensors
@@ -33,8 +41,8 @@
 from cpython.object cimport PyObject
 from cpython.exc cimport PyErr_Occurred
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport memset
+from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcpy, memset
 
 from interop_core.abi cimport (
     INTEROP_CORE_READ_DECLINED,
@@ -140,6 +148,32 @@ cdef int32_t _stream_device = -1
 cdef void* _stream_of_batch = NULL
 cdef dict _details = None    # what prepare() reported, once it succeeded in this process
 
+# Direct field reads (see "the direct path" below): where prepare() found each TensorImpl /
+# StorageImpl field, by comparing canary tensors' memory with the AOTI shims' answers.  Only
+# read while _fields is set (found and checked); _found_fields keeps what prepare() found, for
+# the test switch _set_field_reads.
+cdef bint _fields = False
+cdef bint _found_fields = False
+# The plain c10::TensorImpl's vtable address (libc10's, never freed): compared, never followed.
+# Every TensorImpl subclass (nested, sparse, quantized, functional, batched, opaque) has another.
+cdef void* _f_vtable = NULL
+cdef Py_ssize_t _f_keyset_at = 0     # TensorImpl: DispatchKeySet (uint64)
+cdef uint64_t _f_odd_keys = 0        # key bits of tensors the AOTI path must judge
+cdef Py_ssize_t _f_flags_at = 0      # TensorImpl: first byte of the bit fields after the device
+cdef uint64_t _f_flags_mask = 0      # bits of those 8 bytes set by custom sizes/strides/device/layout
+cdef Py_ssize_t _f_ndim_at = 0       # TensorImpl: SizesAndStrides::size_ (size_t)
+cdef Py_ssize_t _f_sizes_at = 0      # TensorImpl: the inline sizes (int64[_f_inline])
+cdef Py_ssize_t _f_strides_at = 0    # TensorImpl: the inline strides (int64[_f_inline])
+cdef uint64_t _f_inline = 0          # ndim the inline storage holds; deeper ones use AOTI
+cdef Py_ssize_t _f_offset_at = 0     # TensorImpl: storage_offset_ (int64, elements)
+cdef Py_ssize_t _f_numel_at = 0      # TensorImpl: numel_ (int64)
+cdef Py_ssize_t _f_dtype_at = 0      # TensorImpl: caffe2::TypeMeta index (uint16) == ScalarType
+cdef Py_ssize_t _f_device_at = 0     # TensorImpl: optional<Device>: type, index, has_value bytes
+cdef Py_ssize_t _f_storage_at = 0    # TensorImpl: intrusive_ptr<StorageImpl> (one pointer)
+cdef Py_ssize_t _f_data_at = 0       # StorageImpl: DataPtr's data pointer
+cdef Py_ssize_t _f_check_at = 0      # StorageImpl: the "data pointer access has checks" flag
+cdef uint8_t _itemsize_of[N_CODES]   # bytes per element, per torch ScalarType code (0: unknown)
+
 
 # --- the reader (the hot path) -----------------------------------------------------------------
 
@@ -167,7 +201,6 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
     cdef int64_t* sizes
     cdef int64_t* strides
     cdef void* data
-    cdef void* cstream = NULL
     cdef int i
     if not _ready:
         return INTEROP_CORE_READ_DECLINED
@@ -177,6 +210,8 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
             return INTEROP_CORE_READ_DECLINED
     elif _is_neg(<object> obj):
         return INTEROP_CORE_READ_DECLINED
+    if _fields and _read_fields(<char*> (<void**> h)[0], out):
+        return _producer_stream(out)
     if _get_layout(h, &layout) != 0 or layout != _layout_strided:
         return INTEROP_CORE_READ_DECLINED
     if _get_dtype(h, &dtype) != 0 or dtype < 0 or dtype >= N_CODES or _dl_of[dtype].bits == 0:
@@ -215,9 +250,15 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
     out.dtype_code = _dl_of[dtype].code
     out.dtype_bits = _dl_of[dtype].bits
     out.dtype_lanes = _dl_of[dtype].lanes
+    return _producer_stream(out)
+
+
+cdef inline int _producer_stream(interop_core_tensor_info* out) noexcept:
     # The producer's stream is part of what the view says (its CUDA Array Interface export
     # carries it, a later sync() orders after it), so it is read now, with or without a
     # consumer stream: torch's current stream may have changed by the time the view is used.
+    cdef int32_t dev_index = out.device_id
+    cdef void* cstream = NULL
     if out.device_type == KDL_CUDA and _get_cuda_stream != NULL:
         if _core_sets_batch and out.batch != 0:
             if out.batch != _stream_batch or dev_index != _stream_device:
@@ -230,6 +271,73 @@ cdef int read_tensor(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
         out.has_producer_stream = 1
         out.producer_stream = <intptr_t> cstream
     return INTEROP_CORE_READ_OK
+
+
+# --- the direct path: TensorImpl's fields read in place -----------------------------------------
+#
+# What the AOTI shims return, read without calling them: at::TensorImpl keeps sizes and strides
+# inline for small ndim (SizesAndStrides), the element offset and count, the dtype as a TypeMeta
+# index (equal to the ScalarType code), the device in an optional<Device>, and an
+# intrusive_ptr<StorageImpl> whose DataPtr holds the memory's address.  None of those offsets
+# is written here: prepare() finds each one on canary tensors (_find_fields) and checks the
+# result on others, and only then sets _fields.  Everything this path does not know to be
+# plain goes to the AOTI path (which stays the reference): another TensorImpl class, custom
+# sizes / strides / device / layout policies (symbolic shapes, Python subclasses), ndim beyond
+# the inline storage, devices other than CPU and CUDA, dtypes outside the table, a storage
+# that is missing or checks its data pointer accesses (copy-on-write, fake), unusual keys.
+
+cdef inline bint _read_fields(char* impl, interop_core_tensor_info* out) noexcept:
+    """Fill `out` from the TensorImpl at `impl` (borrowed from the tensor, alive for the call);
+    False: not a plain tensor this path reads, `out` is then left for the AOTI path to fill."""
+    cdef uint64_t flags
+    cdef uint64_t ndim
+    cdef uint16_t dtype
+    cdef uint8_t* device
+    cdef char* storage      # borrowed: the tensor's StorageImpl, alive while the tensor is
+    cdef char* base         # borrowed: the storage's memory, alive while the storage is
+    cdef int64_t numel
+    if (<void**> impl)[0] != _f_vtable:
+        return False
+    if (<uint64_t*> (impl + _f_keyset_at))[0] & _f_odd_keys:
+        return False
+    memcpy(&flags, impl + _f_flags_at, 8)       # unaligned: one load on the machines we run
+    if flags & _f_flags_mask:
+        return False
+    ndim = (<uint64_t*> (impl + _f_ndim_at))[0]
+    if ndim > _f_inline:
+        return False
+    dtype = (<uint16_t*> (impl + _f_dtype_at))[0]
+    if dtype >= N_CODES or _itemsize_of[dtype] == 0:
+        return False
+    device = <uint8_t*> (impl + _f_device_at)   # type, index (int8), has_value
+    if device[2] != 1:
+        return False
+    if device[0] == _dev_cpu:
+        out.device_type = KDL_CPU
+        out.device_id = 0
+    elif device[0] == _dev_cuda and _cuda_ok:
+        out.device_type = KDL_CUDA
+        out.device_id = <int8_t> device[1]
+    else:
+        return False
+    storage = (<char**> (impl + _f_storage_at))[0]
+    if storage == NULL or (<uint8_t*> (storage + _f_check_at))[0] != 0:
+        return False
+    numel = (<int64_t*> (impl + _f_numel_at))[0]
+    if numel == 0:
+        out.data = NULL          # what TensorImpl::data() answers for an empty tensor
+    else:
+        base = (<char**> (storage + _f_data_at))[0]
+        if base == NULL:
+            return False         # no memory: the AOTI path decides (it declines)
+        out.data = base + _itemsize_of[dtype] * (<int64_t*> (impl + _f_offset_at))[0]
+    out.ndim = <int32_t> ndim
+    out.shape = <int64_t*> (impl + _f_sizes_at)      # inside the TensorImpl, alive with the
+    out.strides = <int64_t*> (impl + _f_strides_at)  # tensor: the core copies them this call
+    out.dtype_code = _dl_of[dtype].code
+    out.dtype_bits = _dl_of[dtype].bits
+    out.dtype_lanes = _dl_of[dtype].lanes
+    return True
 
 
 cdef inline void _remember_stream(uint64_t batch, int32_t device, void* stream) noexcept:
@@ -368,6 +476,7 @@ cdef int _check_cuda_late() except -1:
     torch = _torch_module()
     device = torch.device("cuda", torch.cuda.current_device())
     _cuda_ok = True            # the check runs the reader's CUDA branch itself
+    _check_fields_late(torch, device)
     try:
         reason = _check_reader(torch, device)
     except Exception as exc:  # a check that breaks is a check that failed
@@ -381,6 +490,26 @@ cdef int _check_cuda_late() except -1:
         _get_cuda_stream = _found_cuda_stream_fn
     _details["cuda"] = True
     _details["current_stream"] = "aoti" if stream_checked else "python"
+    return 0
+
+
+cdef int _check_fields_late(object torch, object device) except -1:
+    """The direct path on CUDA tensors (CUDA was not initialized at prepare()): checked as
+    prepare() checks it; any difference sends every tensor to the AOTI path from now on."""
+    global _fields, _found_fields
+    if not _found_fields:
+        return 0
+    was = _fields
+    try:
+        reason = _check_fields(torch, [device])
+    except Exception as exc:  # a check that breaks is a check that failed
+        reason = f"the check raised {type(exc).__name__}: {exc}"
+    if reason is None:
+        _fields = was
+        return 0
+    _fields = _found_fields = False
+    _details["fields"] = "aoti"
+    _details["fields_reason"] = f"at the first CUDA tensor: {reason}"
     return 0
 
 
@@ -498,8 +627,10 @@ def prepare():
         load; None: the Python API is asked instead), ``cuda`` (CUDA tensors are read too),
         ``current_stream`` (``"aoti"``: views of CUDA tensors read torch's current stream
         through AOTI as they are made; ``"python"``: the plugin's strategy asks torch's Python
-        API when ordering needs it; None without CUDA).  Otherwise why the reader must not be
-        used.
+        API when ordering needs it; None without CUDA), ``fields`` (``"direct"``: plain
+        tensors are read from their TensorImpl's fields, found and checked on canaries;
+        ``"aoti"``: through the AOTI shims) and ``fields_reason`` (what was found, or why the
+        direct path is not used).  Otherwise why the reader must not be used.
     """
     # The details themselves, not a copy: a CUDA check made later (see _check_cuda_late) shows.
     if _details is not None:
@@ -543,8 +674,9 @@ cdef object _prepare(object torch):
     global _get_device_index, _get_layout, _get_cuda_stream, _dev_cpu, _dev_cuda
     global _layout_strided, _is_neg, _is_conj, _ready, _cuda_ok, _details
     global _cuda_pending, _found_cuda_stream_fn
-    global _keyset_at, _bad_keys, _found_keyset_at, _found_bad_keys
+    global _keyset_at, _bad_keys, _found_keyset_at, _found_bad_keys, _fields, _found_fields
     _ready = False
+    _fields = _found_fields = False
     _is_neg = torch.Tensor.is_neg
     _is_conj = torch.Tensor.is_conj
     handles = _torch_libraries(torch)
@@ -598,9 +730,22 @@ cdef object _prepare(object torch):
     _keyset_at, _bad_keys = _found_keyset_at, _found_bad_keys
     devices = _canary_devices(torch)
     _cuda_ok = len(devices) > 1
+    try:
+        fields_reason = _find_fields(torch, devices)
+    except Exception as exc:  # a search that breaks finds nothing: the AOTI path reads
+        fields_reason = f"the search raised {type(exc).__name__}: {exc}"
+        _found_fields = False
     _ready = True          # the checks below run the reader itself
     checked = False
     try:
+        if _found_fields:
+            try:
+                fields_reason = _check_fields(torch, devices)
+            except Exception as exc:  # a check that breaks is a check that failed
+                fields_reason = f"the check raised {type(exc).__name__}: {exc}"
+            if fields_reason is not None:
+                _found_fields = False
+        _fields = _found_fields
         for device in devices:
             reason = _check_reader(torch, device)
             if reason is not None:
@@ -611,6 +756,7 @@ cdef object _prepare(object torch):
         if not checked:
             _ready = False
             _cuda_ok = False
+            _fields = _found_fields = False
     if stream_checked:
         _get_cuda_stream = stream_fn
     _cuda_pending = (not _cuda_ok and torch.cuda.is_available()
@@ -622,6 +768,9 @@ cdef object _prepare(object torch):
             "checked at the first CUDA tensor (CUDA was not initialized at validation)"
             if torch.cuda.is_available() else False),
         "current_stream": ("aoti" if stream_checked else "python") if _cuda_ok else None,
+        "fields": "direct" if _found_fields else "aoti",
+        "fields_reason": (f"TensorImpl fields found and checked (inline ndim <= {_f_inline})"
+                          if _found_fields else fields_reason),
     }
     return None
 
@@ -769,6 +918,407 @@ cdef bint _current_stream_agrees(object torch, object device, cuda_stream_fn str
             if stream_fn(index, &got) != 0 or <intptr_t> got != <intptr_t> want:
                 return False
     return True
+
+
+# --- finding the TensorImpl fields (run once by prepare()) -------------------------------------
+
+cdef inline uint64_t _u64(uintptr_t addr, Py_ssize_t at) noexcept:
+    return (<uint64_t*> (<char*> addr + at))[0]
+
+
+cdef inline uint64_t _u64_unaligned(uintptr_t addr, Py_ssize_t at) noexcept:
+    cdef uint64_t x
+    memcpy(&x, <char*> addr + at, 8)
+    return x
+
+
+cdef inline uint8_t _u8(uintptr_t addr, Py_ssize_t at) noexcept:
+    return (<uint8_t*> (<char*> addr + at))[0]
+
+
+cdef enum:
+    # Bytes of StorageImpl searched: its DataPtr and flags come first (data at 16, the flag at
+    # 59 on 2.11 and 2.13) and the object is over 100 bytes, so the search never reads past it.
+    SCAN_STORAGE = 64
+
+
+cdef object _aoti_facts(object t):
+    """What the AOTI shims (the reference) and torch's Python API say of `t`, with the address
+    of its TensorImpl and StorageImpl (both owned by `t`, which the caller keeps alive)."""
+    cdef void* h = _handle_of(<PyObject*> t)
+    cdef int64_t ndim
+    cdef int64_t* sizes
+    cdef int64_t* strides
+    cdef void* data = NULL
+    cdef int32_t dtype, dev_type, dev_index
+    if (_get_dim(h, &ndim) != 0 or _get_sizes(h, &sizes) != 0 or _get_strides(h, &strides) != 0
+            or _get_dtype(h, &dtype) != 0 or _get_device_type(h, &dev_type) != 0
+            or _get_device_index(h, &dev_index) != 0):
+        raise ValueError("an AOTI getter failed on a plain canary")
+    if t.device.type != "meta" and _get_data_ptr(h, &data) != 0:
+        raise ValueError("aoti_torch_get_data_ptr failed on a plain canary")
+    return {"impl": <uintptr_t> (<void**> h)[0], "ndim": ndim,
+            "sizes": <uintptr_t> sizes, "strides": <uintptr_t> strides, "data": <uintptr_t> data,
+            "dtype": dtype, "dev_type": dev_type, "dev_index": dev_index,
+            "storage": <uintptr_t> t.untyped_storage()._cdata,
+            "offset": t.storage_offset(), "numel": t.numel(), "itemsize": t.element_size()}
+
+
+cdef object _unique(list found, str what):
+    if len(found) != 1:
+        raise LookupError(f"{what}: {len(found)} candidate offsets")
+    return found[0]
+
+
+def _field_canaries(torch, devices, int salt):
+    """Plain tensors with distinctive extents: ndim 0..8, storage offsets, every dtype, views,
+    grad, Parameter, channels-last, empty; `salt` varies the numbers between the two sets."""
+    import warnings
+
+    out = []
+    dims = (3 + salt, 5, 7 + salt, 2, 4, 6 + salt, 3, 2)
+    for device in devices:
+        for nd in range(9):
+            shape = dims[:nd]
+            numel = 1
+            for d in shape:
+                numel *= d
+            offset = 3 + 2 * nd + salt
+            flat = torch.zeros(numel + offset + 5, device=device)
+            t = flat[offset:offset + numel].view(shape)
+            out.append(t)
+            if nd >= 2:
+                out.append(t.transpose(0, nd - 1)[1:])
+                out.append(flat[:dims[1]].expand(*shape[:nd - 2], dims[0], dims[1]))
+        for name in _DL_BY_NAME:
+            dtype = getattr(torch, name, None)
+            if dtype is None:
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")    # complex32 is "experimental"
+                    t = torch.zeros(5 + salt + 5 * (7 + salt), dtype=dtype, device=device)
+            except Exception:
+                continue     # a dtype this torch cannot make here
+            out.append(t[5 + salt:].view(5, 7 + salt)[1:, ::2])
+        out.append(torch.ones(2, 3 + salt, device=device, requires_grad=True))
+        out.append(torch.nn.Parameter(torch.ones(4 + salt, 2, device=device)))
+        out.append(torch.ones(2, 3, 4 + salt, 5, device=device).to(
+            memory_format=torch.channels_last))
+        out.append(torch.ones(2, 3, 4, 5 + salt, 6, device=device).to(
+            memory_format=torch.channels_last_3d))
+        out.append(torch.ones(4 + salt, 3, device=device)[1:1])
+        out.append(torch.ones(6, 5 + salt, device=device)[2][3:])
+        out.append(torch.tensor(2.5 + salt, device=device))
+    return out
+
+
+def _policy_variants(torch):
+    """Wrapper-subclass tensors that take torch's custom-policy paths, per policy, with plain
+    wrapper-subclass twins (name -> (variants, twins)); those this torch can make."""
+    class Policy(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return NotImplemented
+
+    kinds = {"sizes": {"dispatch_sizes_strides_policy": "sizes"},
+             "strides": {"dispatch_sizes_strides_policy": "strides"},
+             "device": {"dispatch_device": True}, "layout": {"dispatch_layout": True}}
+    out = {}
+    for name, kwargs in kinds.items():
+        try:
+            variants = [torch.Tensor._make_wrapper_subclass(Policy, (2, 3 + i), **kwargs)
+                        for i in range(4)]
+            twins = [torch.Tensor._make_wrapper_subclass(Policy, (2, 3 + i)) for i in range(4)]
+        except Exception:
+            continue
+        out[name] = (variants, twins)
+    return out
+
+
+def _odd_canaries(torch):
+    """Tensors the direct path must leave to the AOTI path (name -> tensor), those this torch
+    can make: other TensorImpl classes, other devices, keys plain tensors lack."""
+    import warnings
+
+    c = torch.ones(3, dtype=torch.complex64)
+    makers = {
+        "sparse": lambda: torch.ones(3).to_sparse(),
+        "sparse csr": lambda: torch.ones(2, 2).to_sparse_csr(),
+        "quantized": lambda: torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8),
+        "meta": lambda: torch.ones(3, device="meta"),
+        "nested": lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]),
+        "zero tensor": lambda: torch._efficientzerotensor(3),
+        "conjugate": lambda: c.conj(),
+        "negative": lambda: torch._neg_view(torch.ones(3)),
+        "copy-on-write": lambda: torch._lazy_clone(torch.ones(3)),
+        "mkldnn": lambda: torch.ones(2, 2).to_mkldnn(),
+        "functional": lambda: torch._to_functional_tensor(torch.ones(3)),
+    }
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, make in makers.items():
+            try:
+                out[name] = make()
+            except Exception:
+                continue
+    return out
+
+
+cdef object _find_fields(object torch, list devices):
+    """Find every field the direct path reads; None (and the _f_* set, _found_fields) or why
+    not.  Each offset must be the only one that matches every canary."""
+    global _f_vtable, _f_keyset_at, _f_odd_keys, _f_flags_at, _f_flags_mask, _f_ndim_at
+    global _f_sizes_at, _f_strides_at, _f_inline, _f_offset_at, _f_numel_at, _f_dtype_at
+    global _f_device_at, _f_storage_at, _f_data_at, _f_check_at, _found_fields
+    cdef Py_ssize_t at
+    _found_fields = False
+    if _found_keyset_at < 0:
+        return "the DispatchKeySet word was not found (needed to keep unusual tensors out)"
+    keep = _field_canaries(torch, devices + [torch.device("meta")], 0)
+    facts = [_aoti_facts(t) for t in keep]
+    host = [f for f, t in zip(facts, keep) if t.device.type != "meta"]
+
+    vtables = {_u64(f["impl"], 0) for f in facts}
+    if len(vtables) != 1:
+        return f"plain tensors have {len(vtables)} TensorImpl vtables"
+    vtable = vtables.pop()
+
+    # Sizes and strides: where AOTI's arrays sit inside the TensorImpl (the inline storage),
+    # told by 0-d and 1-d tensors (any inline storage holds those); the boundary is checked
+    # below on every canary.  (A deeper tensor's heap arrays may lie just past its TensorImpl.)
+    inside = {(<Py_ssize_t> (f["sizes"] - f["impl"]), <Py_ssize_t> (f["strides"] - f["impl"]))
+              for f in facts if f["ndim"] <= 1}
+    if len(inside) != 1:
+        return "0-d and 1-d tensors keep their sizes / strides at different places"
+    sizes_at, strides_at = inside.pop()
+    # Every field searched for lies before the key set word (TensorImpl's last data member on
+    # torch 2.x); searching no further never reads past the object.
+    cdef Py_ssize_t scan = _found_keyset_at
+    if not 0 < sizes_at < scan:
+        return "0-d and 1-d tensors do not keep their sizes inside the TensorImpl"
+    if strides_at <= sizes_at or (strides_at - sizes_at) % 8:
+        return "inline strides do not follow inline sizes"
+    n_inline = (strides_at - sizes_at) // 8
+    if strides_at + 8 * n_inline > scan:
+        return "the inline strides run into the key set"
+    for f in facts:
+        inline = (f["sizes"] == f["impl"] + sizes_at and f["strides"] == f["impl"] + strides_at)
+        if inline != (f["ndim"] <= n_inline):
+            return f"a {f['ndim']}-d tensor's sizes are {'' if inline else 'not '}inline"
+    if max(f["ndim"] for f in facts) <= n_inline or min(f["ndim"] for f in facts) != 0:
+        return "the canaries do not span the inline storage"
+
+    def words(key, list among=facts):
+        return [at for at in range(8, scan, 8)
+                if all(_u64(f["impl"], at) == <uint64_t> f[key] for f in among)]
+
+    try:
+        ndim_at = _unique(words("ndim"), "ndim")
+        offset_at = _unique(words("offset"), "storage offset")
+        numel_at = _unique(words("numel"), "numel")
+        storage_at = _unique(words("storage"), "storage")
+        dtype_at = _unique([at for at in range(0, scan, 2)
+                            if all((<uint16_t*> (<char*> <uintptr_t> f["impl"] + at))[0]
+                                   == f["dtype"] for f in facts)], "dtype")
+        device_at = _unique([at for at in range(0, scan - 2)
+                             if all(_u8(f["impl"], at) == f["dev_type"]
+                                    and <int8_t> _u8(f["impl"], at + 1) == f["dev_index"]
+                                    and _u8(f["impl"], at + 2) == 1 for f in facts)], "device")
+        # The storage's data pointer: base address = AOTI's pointer less the element offset.
+        # Buffers torch does not allocate (frombuffer) have a DataPtr context other than the
+        # data, which tells the two apart.
+        buffers = [torch.frombuffer(bytearray(64 + i), dtype=torch.uint8) for i in range(3)]
+        keep.extend(buffers)
+        based = [f for f in host if f["numel"]] + [_aoti_facts(t) for t in buffers]
+        data_at = _unique([at for at in range(8, SCAN_STORAGE, 8)
+                           if all(_u64(f["storage"], at)
+                                  == f["data"] - f["offset"] * f["itemsize"] for f in based)],
+                          "storage data")
+        # The flag StorageImpl sets when its data pointer accesses must run checks (copy-on-write
+        # materialization, fake / functional storages): one byte, 0 on plain storages, 1 on
+        # copy-on-write ones.
+        plain = [torch.ones(8 + i) for i in range(4)]
+        cow = [torch._lazy_clone(torch.ones(8 + i)) for i in range(4)]
+        keep.extend(plain + cow)
+        check_at = _unique([at for at in range(8, SCAN_STORAGE)
+                            if not data_at <= at < data_at + 8
+                            and all(_u8(t.untyped_storage()._cdata, at) == 0 for t in plain)
+                            and all(_u8(t.untyped_storage()._cdata, at) == 1 for t in cow)],
+                           "storage access check")
+    except LookupError as exc:
+        return f"field not found: {exc}"
+    except AttributeError as exc:      # e.g. no torch._lazy_clone
+        return f"cannot make a canary: {exc}"
+
+    # The bit fields after the device (contiguity, policies) up to the key set: bits that
+    # custom sizes / strides / device / layout policies set, that no plain tensor has.
+    flags_at = device_at + 3
+    if not flags_at < _found_keyset_at:
+        return "the key set does not follow the device"
+    cdef uint64_t limit = ~<uint64_t> 0
+    if _found_keyset_at - flags_at < 8:
+        limit = (<uint64_t> 1 << (8 * (_found_keyset_at - flags_at))) - 1
+    cdef uint64_t plain_bits = 0, mask = 0, on, off
+    for f in facts:
+        plain_bits |= _u64_unaligned(f["impl"], flags_at)
+    variants = _policy_variants(torch)
+    if "sizes" not in variants or "strides" not in variants:
+        return "cannot make tensors with custom sizes / strides to find their flags"
+    for name, (group, twins) in variants.items():
+        on = ~<uint64_t> 0
+        off = 0
+        for t in group:
+            on &= _u64_unaligned(<uintptr_t> t._cdata, flags_at)
+        for t in twins:
+            off |= _u64_unaligned(<uintptr_t> t._cdata, flags_at)
+        mask |= on & ~off
+    mask &= ~plain_bits & limit
+    for name, (group, twins) in variants.items():
+        for t in group:
+            if not _u64_unaligned(<uintptr_t> t._cdata, flags_at) & mask:
+                return f"no flag bit tells a custom {name} policy apart"
+    keep.append(variants)
+
+    # Key bits of unusual tensors that no plain tensor carries (device and sparse backends,
+    # nested, zero, quantized, functional...), and those that decline (conjugate, negative).
+    cdef uint64_t plain_keys = 0, odd_keys = _found_bad_keys
+    for f in facts:
+        plain_keys |= _u64(f["impl"], _found_keyset_at)
+    odd = _odd_canaries(torch)
+    for t in odd.values():
+        odd_keys |= _u64(<uintptr_t> t._cdata, _found_keyset_at)
+    odd_keys &= ~plain_keys
+
+    _f_vtable = <void*> <uintptr_t> vtable
+    _f_keyset_at = _found_keyset_at
+    _f_odd_keys = odd_keys
+    _f_flags_at = flags_at
+    _f_flags_mask = mask
+    _f_ndim_at = ndim_at
+    _f_sizes_at = sizes_at
+    _f_strides_at = strides_at
+    _f_inline = n_inline
+    _f_offset_at = offset_at
+    _f_numel_at = numel_at
+    _f_dtype_at = dtype_at
+    _f_device_at = device_at
+    _f_storage_at = storage_at
+    _f_data_at = data_at
+    _f_check_at = check_at
+    memset(_itemsize_of, 0, sizeof(_itemsize_of))
+    for f in host:
+        if 0 <= f["dtype"] < N_CODES and _dl_of[<int> f["dtype"]].bits:
+            _itemsize_of[<int> f["dtype"]] = f["itemsize"]
+    _found_fields = True
+    return None
+
+
+cdef int _read_as(object t, interop_core_tensor_info* info, bint fields) except -1:
+    """read_tensor with the direct path on or off (prepare() and tests only; the GIL is held)."""
+    global _fields
+    cdef bint was = _fields
+    _fields = fields
+    try:
+        return _read_raw(t, info)
+    finally:
+        _fields = was
+
+
+cdef object _check_fields(object torch, list devices):
+    """None when the direct path reads a second set of canaries exactly as the AOTI path does
+    and as torch's Python API describes them, takes every plain one it can hold, and leaves
+    every unusual one to the AOTI path; otherwise what differed."""
+    cdef interop_core_tensor_info direct, aoti
+    tensors = _field_canaries(torch, devices, 1)
+    for device in devices:
+        tensors.extend(_plain_canaries(torch, device).values())
+    for t in tensors:
+        a = _read_as(t, &aoti, False)
+        d = _read_as(t, &direct, True)
+        if a != d:
+            return f"a {t.dtype} {tuple(t.shape)} canary: AOTI {a}, direct {d}"
+        if a != INTEROP_CORE_READ_OK:
+            code = _dtype_code(t)
+            if 0 <= code < N_CODES and _dl_of[<int> code].bits:
+                return f"a {t.dtype} {tuple(t.shape)} canary was declined"
+            continue      # a dtype AOTI cannot name here: both paths leave it to the fallback
+        got, want = _describe(&direct), _describe(&aoti)
+        if got != want or got != _expected(t):
+            return f"a {tuple(t.shape)} canary read {got}, AOTI read {want}"
+        if t.dim() <= <int64_t> _f_inline and not _read_fields(_impl_of(t), &direct):
+            return f"the direct path left a plain {t.dtype} {tuple(t.shape)} canary to AOTI"
+    odd = dict(_odd_canaries(torch))
+    for name, (group, twins) in _policy_variants(torch).items():
+        odd[f"custom {name}"] = group[0]
+    for name, t in odd.items():
+        if _read_fields(_impl_of(t), &direct):
+            return f"the direct path read the {name} canary"
+    return None
+
+
+cdef inline char* _impl_of(object t):
+    # The TensorImpl, owned by `t` (which the caller holds).
+    return <char*> (<void**> _handle_of(<PyObject*> t))[0]
+
+
+cdef int32_t _dtype_code(object t) except? -1:
+    cdef int32_t code = -1
+    if _get_dtype(_handle_of(<PyObject*> t), &code) != 0:
+        return -1
+    return code
+
+
+def _set_field_reads(bint enabled):
+    """Tests and benchmarks only: read plain tensors' TensorImpl fields directly, or always
+    through the AOTI shims.
+
+    Returns
+    -------
+    bool
+        Whether the direct path is in use now (False when prepare() did not validate it).
+    """
+    global _fields
+    _fields = enabled and _found_fields
+    return _fields
+
+
+def _takes_direct(t):
+    """Tests only: whether the direct path would read ``t`` itself (False before prepare(),
+    or while it is off); reads nothing through AOTI, so it changes nothing."""
+    cdef interop_core_tensor_info info
+    memset(&info, 0, sizeof(info))
+    return bool(_ready and _fields and _read_fields(_impl_of(t), &info))
+
+
+def _policy_bits(t):
+    """Tests only: the flag bits of ``t`` that send it to the AOTI path as having a custom
+    sizes / strides / device / layout policy (0 before the direct path was found)."""
+    if not _found_fields:
+        return 0
+    return _u64_unaligned(<uintptr_t> _impl_of(t), _f_flags_at) & _f_flags_mask
+
+
+def _path_of(t):
+    """Tests and diagnostics: which path reads ``t`` now.
+
+    Returns
+    -------
+    str
+        ``"direct"`` (TensorImpl fields), ``"aoti"`` (the AOTI shims), ``"declined"`` (the
+        fallback reads or refuses it), or ``"not ready"`` (before prepare() succeeded).
+    """
+    cdef interop_core_tensor_info info
+    if not _ready:
+        return "not ready"
+    # Asked before reading: the AOTI path may change the tensor (it materializes a copy-on-write
+    # storage), and the direct path may take it then.
+    memset(&info, 0, sizeof(info))
+    direct = _fields and _read_fields(_impl_of(t), &info)
+    if _read_raw(t, &info) != INTEROP_CORE_READ_OK:
+        return "declined"
+    return "direct" if direct else "aoti"
 
 
 def _set_keyset_detection(bint enabled):
