@@ -99,7 +99,7 @@ def _run_pair(before_tree: str, cpus: tuple[int, int], blocks: int) -> dict[str,
         procs.append(subprocess.Popen([sys.executable, "-c", PROBE], env=env, cwd=tree or os.getcwd(),
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
     before, after = (json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs)
-    return {name: [a / b for a, b in zip(after[name], before[name])]
+    return {name: [a / b for a, b in zip(after[name], before[name], strict=True)]
             for name in after.keys() & before.keys()}
 
 
