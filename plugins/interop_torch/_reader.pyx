@@ -536,8 +536,6 @@ def _plain_canaries(torch, device):
 
 def _declined_canaries(torch, device):
     """Tensors the reader must decline (name -> tensor), those this torch can make."""
-    import warnings
-
     c = torch.ones(3, dtype=torch.complex64, device=device)
     makers = {
         "conjugate": lambda: c.conj(),
@@ -552,6 +550,14 @@ def _declined_canaries(torch, device):
             "quantized": lambda: torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8),
             "meta": lambda: torch.ones(3, device="meta"),
         })
+    return _made(makers)
+
+
+def _made(makers):
+    """name -> tensor for every maker this torch can run (the others name a kind of tensor this
+    torch cannot make, so there is nothing of that kind to decline)."""
+    import warnings
+
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -559,7 +565,7 @@ def _declined_canaries(torch, device):
             try:
                 out[name] = make()
             except Exception:
-                continue      # this torch cannot make one: nothing of the kind to decline
+                continue
     return out
 
 
@@ -1039,8 +1045,6 @@ def _policy_variants(torch):
 def _odd_canaries(torch):
     """Tensors the direct path must leave to the AOTI path (name -> tensor), those this torch
     can make: other TensorImpl classes, other devices, keys plain tensors lack."""
-    import warnings
-
     c = torch.ones(3, dtype=torch.complex64)
     makers = {
         "sparse": lambda: torch.ones(3).to_sparse(),
@@ -1055,15 +1059,7 @@ def _odd_canaries(torch):
         "mkldnn": lambda: torch.ones(2, 2).to_mkldnn(),
         "functional": lambda: torch._to_functional_tensor(torch.ones(3)),
     }
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, make in makers.items():
-            try:
-                out[name] = make()
-            except Exception:
-                continue
-    return out
+    return _made(makers)
 
 
 cdef object _find_fields(object torch, list devices):
