@@ -191,6 +191,18 @@ def test_keys_work_as_dict_keys_and_pickle():
     assert key != "not a key" and len(key.words) == 1 + 2 + 2 * 2
 
 
+def test_keys_of_nearby_specializations_hash_apart():
+    # A launcher's kernel cache is a dict: keys that differ in one extent or stride (the common
+    # case: the same kernel over many sizes) must not share hashes, nor their low bits (the
+    # dict's slot).
+    keys = [launch_args([np.zeros((rows, cols), np.float32)]).key
+            for rows in range(1, 41) for cols in range(1, 41)]
+    keys += [launch_args([np.zeros((64, 64), np.float32)[:, ::step]]).key
+             for step in range(1, 65)]
+    assert len(set(map(hash, keys))) == len(keys)
+    assert len({hash(k) & 0xFFF for k in keys}) > 0.6 * min(len(keys), 4096)
+
+
 def test_dynamic_keys_bucket_extents_and_keep_layout_properties():
     def key(obj):
         return launch_args([obj], key="dynamic").key
@@ -337,6 +349,27 @@ def test_records_and_keys_are_made_only_by_launch_args():
         LaunchArgs()
     with pytest.raises(TypeError, match="launch_args"):
         LaunchKey()
+
+
+def test_records_of_any_size_made_one_after_another_hold_their_own_arguments():
+    # Records reuse the arrays of freed ones: a small record in a large record's arrays, a large
+    # one beside it, a record of many-dimensional tensors (extents on the heap) in between.
+    arrays = {n: [np.full((2, 3), float(n * 100 + i), np.float32) for i in range(n)]
+              for n in (1, 2, 5, 16, 40)}
+    deep = np.zeros((1,) * 9 + (3,), np.float32)
+    for order in ([16, 2, 40, 1, 5], [1, 40, 16, 5, 2]):
+        live = []
+        for n in order:
+            live.append((n, launch_args(arrays[n] + [deep, 7])))
+            if n == 40:
+                del live[0]
+                gc.collect()
+        for n, record in live:
+            assert len(record) == n + 2
+            assert _slots(record.address, n) == [a.ctypes.data for a in arrays[n]]
+            assert record.views[n].shape == deep.shape
+            assert ctypes.c_int64.from_address(_slots(record.address, n + 2)[n + 1]).value == 7
+            assert record.key == launch_args(arrays[n] + [deep, 7]).key
 
 
 def test_an_empty_argument_list_gives_an_empty_record():

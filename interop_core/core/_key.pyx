@@ -18,6 +18,7 @@
 # Equal keys mean equal words, so the tags keep a tensor's words from ever reading as another
 # argument's.
 
+cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT32_MAX, INT32_MIN, int64_t, uint64_t
 from libc.string cimport memcmp
@@ -41,9 +42,20 @@ _POLICY_NAMES = {KEY_STATIC: "static", KEY_DYNAMIC: "dynamic"}
 
 
 cdef inline uint64_t _mix(uint64_t h, uint64_t word) noexcept nogil:
-    h ^= word * <uint64_t> 0x9E3779B97F4A7C15
-    h = (h << 27) | (h >> 37)
-    return h * <uint64_t> 0xBF58476D1CE4E5B9
+    # One rotate, xor and multiply per word (the FxHash step): keys are compared word by word,
+    # so the hash only spreads them over a dict's slots, and _avalanche makes every word reach
+    # every bit of it at the end.
+    return (((h << 5) | (h >> 59)) ^ word) * <uint64_t> 0x517CC1B727220A95
+
+
+cdef inline uint64_t _avalanche(uint64_t h) noexcept nogil:
+    # The 64-bit finaliser of MurmurHash3: each input bit flips each output bit with
+    # probability about one half.
+    h ^= h >> 33
+    h *= <uint64_t> 0xFF51AFD7ED558CCD
+    h ^= h >> 33
+    h *= <uint64_t> 0xC4CEB9FE1A85EC53
+    return h ^ (h >> 33)
 
 
 cdef inline uint64_t _dtype_bits(const ViewRecord* rec) noexcept nogil:
@@ -152,8 +164,7 @@ cdef void key_finish(LaunchKey key) noexcept:
     while i < n:
         h0 = _mix(h0, <uint64_t> w[i])
         i += 1
-    h = _mix(_mix(_mix(h0, h1), h2), h3)
-    h ^= h >> 32
+    h = _avalanche(_mix(_mix(_mix(h0, h1), h2), h3))
     if <Py_hash_t> h == -1:
         h = <uint64_t> -2
     key._hash = <Py_hash_t> h
@@ -166,6 +177,8 @@ cdef LaunchKey key_of_record(const ViewRecord* rec):
     return key
 
 
+# Kept on a free list: a launcher makes one per call and drops it at once.
+@cython.freelist(8)
 cdef class LaunchKey:
     """A specialization key: hashable, compared word by word, built in C.
 

@@ -8,7 +8,9 @@ from ..core._record cimport ViewRecord
 
 cdef class LaunchArgs:
     cdef Py_ssize_t n
-    cdef void* block               # one PyMem block holding the arrays below; owned, freed on dealloc
+    cdef void* block               # one PyMem block holding the arrays below; owned, freed on
+                                   # dealloc (or kept as the module's spare block)
+    cdef size_t block_size         # its size in bytes (at least what the n arguments need)
     cdef ViewRecord* recs          # n records (tensors filled, others left initialised)
     cdef uint64_t* values          # n slots: a tensor's data pointer, a scalar's value, 0 for None
     cdef void** pointers           # n: data pointer (tensors), &values[i] (scalars), NULL (None)

@@ -10,12 +10,13 @@
 #   pointers[i]  values[i] for a tensor  | &values[i]                       | NULL
 #   params[i]    &values[i], always (cuLaunchKernel's kernelParams: a pointer to each value)
 
+cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, Py_buffer
 from cpython.float cimport PyFloat_Check
 from cpython.list cimport PyList_AsTuple
 from cpython.long cimport PyLong_AsDouble, PyLong_AsUnsignedLongLong, PyLong_Check
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, Py_TYPE
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport (
@@ -104,6 +105,13 @@ cdef bytes _last_parsed = None
 # pass tensors of one type over and over, and for them this skips the float-subclass check, an
 # MRO walk that cost as much per argument as the key packing.
 cdef object _last_tensor_type = None
+
+# One spare block of LaunchArgs arrays (module-owned; the GIL guards it): the largest freed since
+# a LaunchArgs last took it.  A launcher calls with the same arguments again and again, and a block above
+# pymalloc's small-object limit (three arguments and up) cost a system malloc and free per call,
+# more per argument than packing its key.
+cdef void* _spare_block = NULL
+cdef size_t _spare_size = 0
 
 # Batch numbers handed to readers, one per launch_args call (interop_core.h, `batch`); never 0.
 cdef uint64_t _batches = 0
@@ -294,6 +302,7 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
     cdef bint reading = False
     cdef LaunchKey k
     cdef bint scalar
+    cdef PyObject* t
     global _last_tensor_type, _batches
     # A new batch number per call: readers may reuse per-moment lookups (a device's current
     # stream) across this call's arguments, never across calls.
@@ -327,11 +336,11 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
         while i < n:
             item = PyTuple_GET_ITEM(seq, i)
             obj = <object> item
-            t = type(obj)
-            if t is _last_tensor_type:
+            t = <PyObject*> Py_TYPE(obj)
+            if t == <PyObject*> _last_tensor_type:
                 scalar = False
             else:
-                scalar = (t is float or t is int or t is bool
+                scalar = (t == <PyObject*> float or t == <PyObject*> int or t == <PyObject*> bool
                           or PyLong_Check(obj) or PyFloat_Check(obj))
             if scalar:
                 r.kinds[i] = ARG_SCALAR
@@ -340,6 +349,8 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                 nwords += 1
             elif item == <PyObject*> None:
                 r.kinds[i] = ARG_NONE
+                r.values[i] = 0
+                r.pointers[i] = NULL
                 nwords += 1
             else:
                 if narrow != NULL and narrow[i] != 0:
@@ -350,7 +361,8 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                 keepalive = read_unordered(obj, canonical, rec, batch)
                 reading = False
                 r.kinds[i] = ARG_TENSOR
-                _last_tensor_type = t
+                if t != <PyObject*> _last_tensor_type:
+                    _last_tensor_type = <object> t
                 if keepalive is not obj:
                     r._keep(i, keepalive)
                 r.values[i] = rec.ptr
@@ -430,6 +442,8 @@ cdef class _SlotArray:
 cdef void* _EMPTY_SLOTS[1]
 
 
+# Kept on a free list: a launcher makes one per call and drops it at once.
+@cython.freelist(8)
 cdef class LaunchArgs:
     """What a kernel launcher needs from its arguments: key, pointer arrays, stream, views.
 
@@ -440,14 +454,22 @@ cdef class LaunchArgs:
     def __cinit__(self):
         self.n = 0
         self.block = NULL
+        self.block_size = 0
 
     def __dealloc__(self):
+        global _spare_block, _spare_size
         cdef Py_ssize_t i
         if self.block == NULL:
             return
         for i in range(self.n):
-            extents_free(&self.recs[i].ext)
-        PyMem_Free(self.block)
+            if self.recs[i].ext.shape != self.recs[i].ext.inline_shape:
+                extents_free(&self.recs[i].ext)
+        if self.block_size > _spare_size:
+            PyMem_Free(_spare_block)
+            _spare_block = self.block
+            _spare_size = self.block_size
+        else:
+            PyMem_Free(self.block)
         self.block = NULL
 
     def __init__(self):
@@ -457,10 +479,18 @@ cdef class LaunchArgs:
         cdef Py_ssize_t i
         cdef char* p
         # Records first (8-byte aligned), then the three 8-byte arrays, then the byte arrays.
+        global _spare_block, _spare_size
         cdef size_t size = n * (sizeof(ViewRecord) + sizeof(uint64_t) + 2 * sizeof(void*) + 2)
-        self.block = PyMem_Malloc(size if size else 1)
-        if self.block == NULL:
-            raise MemoryError()
+        if size <= _spare_size:
+            self.block = _spare_block
+            self.block_size = _spare_size
+            _spare_block = NULL
+            _spare_size = 0
+        else:
+            self.block = PyMem_Malloc(size if size else 1)
+            if self.block == NULL:
+                raise MemoryError()
+            self.block_size = size
         p = <char*> self.block
         self.recs = <ViewRecord*> p
         p += n * sizeof(ViewRecord)
@@ -474,10 +504,9 @@ cdef class LaunchArgs:
         p += n
         self.ctypes = <uint8_t*> p
         memset(self.kinds, 0, 2 * n)
+        # values[i] and pointers[i] are written for every argument as it is read.
         for i in range(n):
             record_init(&self.recs[i])
-            self.values[i] = 0
-            self.pointers[i] = NULL
             self.params[i] = &self.values[i]
         self.n = n
         return 0
