@@ -1,33 +1,46 @@
-"""The first-party readers of this tree against another tree's, timed side by side.
+"""The first-party readers of this tree against another tree's, timed in turns on one CPU.
 
-A noisy host's speed changes by up to 2x from one second to the next (measured on the H100
-host: two consecutive processes timing the same code differ by 2x), which hides a difference of
-a few percent between two separately run benches, and even between two processes run one after
-the other.  So the two trees run AT THE SAME TIME, each in its own interpreter pinned to its own
-CPU, on one shared clock: every object is timed in many short blocks, block k of both trees in
-the same time slot, so both see the same host speed.  The ratio after / before is taken block by
-block; the report gives its median and quartiles per object.  ``--swap`` repeats the run with
-the two trees' CPUs exchanged, so a difference between the two CPUs cancels out.
+A noisy host's speed changes by up to 2x from one moment to the next (measured on the H100
+host: two consecutive processes timing the same code differ by 2x; two processes timed at the
+same moment on two CPUs differ from slot to slot by as much), which hides a difference of a few
+percent between two separately run benches.  So the two trees take turns on ONE CPU: each runs
+in its own interpreter, both pinned to the same CPU, and a conductor hands them the CPU block by
+block (one block: 2,000 views of one object, a fraction of a millisecond), before-after,
+after-before, ... over adjacent blocks, so that the two blocks of a pair see the same core, the
+same neighbours and nearly the same moment.  While one tree times a block the other sleeps in a
+read from the conductor, so the timed one has the CPU to itself.
 
-    python benchmarks/readers_before_after.py BEFORE_TREE [--blocks 60] [--cpus 2,3] [--swap]
+Two statistics per object, both of after / before:
+
+* ``pairs``: the median (and quartiles) of the ratio of the two blocks of each pair;
+* ``best``: the ratio of the two trees' 10th-percentile block times: interference from the rest
+  of the host only ever slows a block down, so each tree's fastest blocks are the closest to its
+  own cost.
+
+Both are taken over several pairs of fresh interpreters (``--processes``): two identical
+processes differ by a few percent, one against the other, with where their code and data land.
+
+``--control`` times this tree against itself, the same way: the spread it shows is the method's
+own, on this host, and an after / before ratio inside it is no difference.
+
+    python benchmarks/readers_before_after.py BEFORE_TREE [--blocks 200] [--processes 6] [--cpu 2] [--control]
 
 BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
-this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, numba, jax (CPU and CUDA),
+this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, jax (CPU and CUDA),
 each where installed and where a GPU exists.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 
+# One tree's side: import, warm up, then time one block per line read from the conductor.
 PROBE = r"""
-import json, os, sys, time
+import os, sys, time
 os.sched_setaffinity(0, {int(os.environ["READERS_CPU"])})
 objs = {}
 try:
@@ -57,72 +70,117 @@ try:
 except ImportError:
     pass
 from interop_core import view
-start = float(os.environ["READERS_START"])
-slot = float(os.environ["READERS_SLOT"])
-blocks = int(os.environ["READERS_BLOCKS"])
-names = sorted(objs)
-out = {name: [] for name in names}
 for obj in objs.values():
-    for _ in range(2000):
+    for _ in range(20000):
         view(obj)
-for index, name in enumerate(names):
-    obj = objs[name]
-    for block in range(blocks):
-        # Block `block` of object `index` starts at the same moment in both trees' processes.
-        wait = start + (index * blocks + block) * slot - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
-        n = 2000
-        t = time.perf_counter_ns()
-        for _ in range(n):
-            view(obj)
-        out[name].append((time.perf_counter_ns() - t) / n)
-print(json.dumps(out))
+print(" ".join(sorted(objs)).replace(" cpu", "_cpu").replace(" cuda", "_cuda"), flush=True)
+n = 2000
+for line in sys.stdin:
+    obj = objs[line.strip().replace("_", " ")]
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        view(obj)
+    print((time.perf_counter_ns() - t) / n, flush=True)
 """
 
-# Seconds given to both interpreters to import the frameworks before the first slot.
-IMPORT_ALLOWANCE = 25.0
-# One block's slot: 2,000 views take 0.2-6 ms; the rest of the slot is idle, so that a slow
-# block of one tree never runs into the next slot of the other.
-SLOT = 0.02
+
+class _Tree:
+    """One tree's interpreter, timing a block of views each time it is asked."""
+
+    def __init__(self, root: str | None, cpu: int):
+        env = dict(os.environ, READERS_CPU=str(cpu))
+        if root is not None:
+            env["PYTHONPATH"] = os.pathsep.join([root, os.path.join(root, "plugins")])
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE], env=env,
+                                     cwd=root or os.getcwd(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.objects = {name.replace("_", " ") for name in self.proc.stdout.readline().split()}
+
+    def block(self, name: str) -> float:
+        """ns per view over one block of views of ``name``."""
+        self.proc.stdin.write(name.replace(" ", "_") + "\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
-def _run_pair(before_tree: str, cpus: tuple[int, int], blocks: int) -> dict[str, list[float]]:
-    """Ratios after / before, block by block, of one simultaneous run."""
-    start = time.perf_counter() + IMPORT_ALLOWANCE
-    procs = []
-    for tree, cpu in ((before_tree, cpus[0]), (None, cpus[1])):
-        env = dict(os.environ, READERS_CPU=str(cpu), READERS_START=repr(start),
-                   READERS_SLOT=repr(SLOT), READERS_BLOCKS=str(blocks))
-        if tree is not None:
-            env["PYTHONPATH"] = os.pathsep.join([tree, os.path.join(tree, "plugins")])
-        procs.append(subprocess.Popen([sys.executable, "-c", PROBE], env=env, cwd=tree or os.getcwd(),
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
-    before, after = (json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs)
-    return {name: [a / b for a, b in zip(after[name], before[name], strict=True)]
-            for name in after.keys() & before.keys()}
+def _one_pair(before_root: str | None, cpu: int, blocks: int) -> dict[str, dict[str, list]]:
+    """Block times of both trees, per object, from one pair of fresh interpreters."""
+    before, after = _Tree(before_root, cpu), _Tree(None, cpu)
+    results = {}
+    try:
+        for name in sorted(before.objects & after.objects):
+            times: dict[str, list[float]] = {"before": [], "after": []}
+            for k in range(blocks):
+                # Alternate which tree goes first, so that neither always follows the other.
+                order = (("before", before), ("after", after))
+                for label, tree in order if k % 2 == 0 else order[::-1]:
+                    times[label].append(tree.block(name))
+            results[name] = times
+    finally:
+        before.close()
+        after.close()
+    return results
+
+
+def measure(before_root: str | None, cpu: int, blocks: int,
+            processes: int) -> dict[str, dict[str, float]]:
+    """Per object, after / before: pooled pair ratios (median, quartiles) and the best ratio
+    of each pair of interpreters (median, lowest, highest)."""
+    pairs: dict[str, list[float]] = {}
+    best: dict[str, list[float]] = {}
+    ns: dict[str, dict[str, list[float]]] = {}
+    for _ in range(processes):
+        # Fresh interpreters each time: where the loader puts code and data differs from one
+        # process to the next, and moves one process's speed by a few percent against an
+        # identical one (the control shows it); several pairs average it out.
+        for name, times in _one_pair(before_root, cpu, blocks).items():
+            pairs.setdefault(name, []).extend(
+                a / b for a, b in zip(times["after"], times["before"], strict=True))
+            best.setdefault(name, []).append(statistics.quantiles(times["after"], n=10)[0]
+                                             / statistics.quantiles(times["before"], n=10)[0])
+            for label in ("before", "after"):
+                ns.setdefault(name, {}).setdefault(label, []).extend(times[label])
+    results = {}
+    for name, ratios in pairs.items():
+        q1, median, q3 = statistics.quantiles(ratios, n=4)
+        results[name] = {"median": median, "q1": q1, "q3": q3,
+                         "best": statistics.median(best[name]), "best_low": min(best[name]),
+                         "best_high": max(best[name]),
+                         "before_ns": statistics.median(ns[name]["before"]),
+                         "after_ns": statistics.median(ns[name]["after"])}
+    return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("before", help="a built checkout of the older tree")
-    parser.add_argument("--blocks", type=int, default=60, help="timed blocks per object")
-    parser.add_argument("--cpus", default="2,3", help="the before tree's CPU and the after tree's")
-    parser.add_argument("--swap", action="store_true",
-                        help="a second run with the two CPUs exchanged")
+    parser.add_argument("before", nargs="?", help="a built checkout of the older tree")
+    parser.add_argument("--blocks", type=int, default=200, help="block pairs per object")
+    parser.add_argument("--cpu", type=int, default=2, help="the one CPU both trees run on")
+    parser.add_argument("--processes", type=int, default=6,
+                        help="pairs of fresh interpreters, one after the other")
+    parser.add_argument("--control", action="store_true",
+                        help="time this tree against itself (the method's own spread)")
     args = parser.parse_args()
-    first, second = (int(c) for c in args.cpus.split(","))
-    runs = [(first, second)] + ([(second, first)] if args.swap else [])
-    ratios: dict[str, list[float]] = {}
-    for cpus in runs:
-        for name, values in _run_pair(os.path.abspath(args.before), cpus, args.blocks).items():
-            ratios.setdefault(name, []).extend(values)
-        print(f"run on CPUs {cpus} done", file=sys.stderr, flush=True)
-    print("| object | after / before, median | quartiles | blocks |")
-    print("| --- | ---: | --- | ---: |")
-    for name, values in sorted(ratios.items()):
-        q1, q2, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values * 3)
-        print(f"| {name} | {q2:.3f} | {q1:.3f}–{q3:.3f} | {len(values)} |")
+    if args.control:
+        before_root, title = None, "this tree against itself (control)"
+    elif args.before:
+        before_root, title = os.path.abspath(args.before), f"this tree against {args.before}"
+    else:
+        parser.error("give BEFORE_TREE or --control")
+    results = measure(before_root, args.cpu, args.blocks, args.processes)
+    print(f"{title}: after / before; {args.processes} pairs of interpreters, {args.blocks} "
+          f"block pairs per object each, on CPU {args.cpu}\n")
+    print("| object | pairs: median | pairs: quartiles | best: median | best: range "
+          "| before ns | after ns |")
+    print("| --- | ---: | --- | ---: | --- | ---: | ---: |")
+    for name, r in results.items():
+        print(f"| {name} | {r['median']:.3f} | {r['q1']:.3f}–{r['q3']:.3f} | {r['best']:.3f} "
+              f"| {r['best_low']:.3f}–{r['best_high']:.3f} | {r['before_ns']:.1f} "
+              f"| {r['after_ns']:.1f} |")
     return 0
 
 
