@@ -265,6 +265,8 @@ def test_the_sharded_path_validates_on_this_jax(jax):
     result = validation_result(_jax_type_path(jax), "shards")
     assert result.validated, result.reason
     assert result.canaries >= 12 and result.details["arrays_checked"] == result.canaries
+    # This jaxlib behaves as the per-sharded-array cache's confirmation assumes.
+    assert result.details["sharded_cache"].startswith("on:"), result.details["sharded_cache"]
 
 
 class _Impostor:
@@ -390,6 +392,115 @@ def test_jax_shards_ordered_on_a_stream_are_read_per_piece_from_the_same_plan(ja
     whole, x = _sharded(jax, "rows_replicated")
     found = interop_core.shards(x, stream=stream)
     assert _split(found) == _split(interop_core.shards(x))
+
+
+# --- the jax reader's per-sharded-array cache: an array read again is answered from what its
+# last full read found, confirmed on every read by the array's and its per-device arrays'
+# identities and that none is deleted; it must never describe a freed buffer, miss a change jax
+# makes to the array, or keep an array alive.
+
+def _pointers(x) -> list:
+    return [s.data.unsafe_buffer_pointer() for s in x.addressable_shards]
+
+
+@pytest.mark.parametrize("kind", ["rows", "grid", "rows_replicated", "replicated"])
+def test_repeated_shards_of_one_array_are_equal_and_independent(jax, kind):
+    whole, x = _sharded(jax, kind)
+    results = [interop_core.shards(x) for _ in range(4)]    # full, admitted, then cache hits
+    for found in results:
+        assert _split(found) == _split(results[0])
+        assert [(p, s, b, r) for p, s, _, _, _, _, b, r in _split(found)] == _jaxs_split(x)
+        assert (found.shape, found.dtype, found.complete, found.source) == (
+            x.shape, x.dtype, True, x)
+        assert [s.view.owner for s in found] == list(x._arrays)
+    # Every read is a new collection of new records over new views.
+    for made in ([id(r) for r in results], [id(s) for r in results for s in r],
+                 [id(s.view) for r in results for s in r]):
+        assert len(set(made)) == len(made)
+    del results[1:]
+    gc.collect()
+    for shard in results[0]:
+        np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
+
+
+@pytest.mark.parametrize("read_before", [3, 0])
+@pytest.mark.parametrize("how", ["deleted", "donated", "one_shard_deleted",
+                                 "one_shard_donated"])
+def test_a_deleted_or_donated_array_is_a_clear_error_after_cached_reads(jax, how, read_before):
+    _, x = _sharded(jax, "grid")
+    for _ in range(read_before):        # a full read, admitted to the cache, a hit
+        assert len(interop_core.shards(x)) == 4
+    if how == "deleted":
+        x.delete()
+    elif how == "donated":
+        jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    else:
+        # Not the first shard: jaxlib's is_deleted() of the whole array asks only that one.
+        piece = x.addressable_shards[-1].data
+        if how == "one_shard_deleted":
+            piece.delete()
+        else:
+            jax.jit(lambda a: a * 2, donate_argnums=0)(piece)
+        assert piece.is_deleted()
+    for _ in range(2):
+        with pytest.raises(BufferError, match="shards of a deleted jax array"):
+            interop_core.shards(x)
+
+
+def test_cached_shards_follow_jaxs_replace_with(jax):
+    """jax's mutable arrays swap a whole array's contents (``_replace_with``): the next read
+    describes the new buffers, shape and dtype, not the cached ones."""
+    whole, x = _sharded(jax, "rows")
+    if not hasattr(x, "_replace_with"):
+        pytest.skip("this jaxlib has no _replace_with")
+    for _ in range(3):
+        interop_core.shards(x)
+    same_aval = jax.device_put(whole + 1, x.sharding)
+    x._replace_with(same_aval)
+    for _ in range(3):                  # read afresh, admitted again, a hit
+        found = interop_core.shards(x)
+        assert [s.view.ptr for s in found] == _pointers(same_aval)
+        for shard in found:
+            np.testing.assert_array_equal(_host_values(shard.view), (whole + 1)[shard.index])
+    other_whole, other = _sharded(jax, "rows", dtype="int8", shape=(16, 2))
+    x._replace_with(other)
+    for _ in range(3):
+        found = interop_core.shards(x)
+        assert (found.shape, found.dtype) == ((16, 2), np.int8)
+        assert [s.view.ptr for s in found] == _pointers(other)
+        assert _blocks(found) == [[(4 * k, 4 * k + 4), (0, 2)] for k in range(4)]
+        for shard in found:
+            np.testing.assert_array_equal(_host_values(shard.view), other_whole[shard.index])
+
+
+def test_cached_shards_of_many_arrays_and_of_recycled_addresses(jax):
+    """More arrays than the cache holds, read in turn, and new arrays at freed arrays'
+    addresses (each round frees the last one's), read right."""
+    sharding = _sharding(jax, "rows")
+    dtypes = [np.float32, np.int8, np.float16]
+    for _round in range(3):
+        arrays = [jax.device_put(np.full((8, i % 4 + 1), i % 100, dtype=dtypes[i % 3]), sharding)
+                  for i in range(150)]
+        for _ in range(3):              # full reads, admitted, hits (where still cached)
+            for i, a in enumerate(arrays):
+                found = interop_core.shards(a)
+                assert (found.shape, found.dtype) == ((8, i % 4 + 1), dtypes[i % 3])
+                assert [s.view.ptr for s in found] == _pointers(a)
+                assert [s.view.owner for s in found] == list(a._arrays)
+                assert _host_values(found[-1].view)[0, 0] == i % 100
+        del arrays, a, found
+
+
+def test_the_cache_keeps_no_array_or_buffer_alive(jax):
+    whole, x = _sharded(jax, "grid")
+    for _ in range(4):                  # a full read, admitted, hits; every result dropped
+        interop_core.shards(x)
+    array = weakref.ref(x)
+    pieces = [weakref.ref(a) for a in x._arrays]
+    del x
+    gc.collect()
+    assert array() is None
+    assert [p() for p in pieces] == [None] * 4
 
 
 # --- assembling ---------------------------------------------------------------------------------

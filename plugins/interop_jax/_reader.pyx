@@ -49,6 +49,8 @@
 from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.weakref cimport PyWeakref_GetRef, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -95,10 +97,11 @@ cdef object _single_sharding = None   # jax's SingleDeviceSharding type (a refer
 cdef object _to_capsule = None        # jaxlib's buffer_to_dlpack_managed_tensor (owned here)
 cdef object _from_capsule = None      # jaxlib's dlpack_managed_tensor_to_buffer (owned here)
 # jax's array type and, for its exact instances, its `aval` getter and `unsafe_buffer_pointer`
-# method (owned here; None: attribute lookups).
+# and `is_deleted` methods (owned here; None: attribute lookups).
 cdef object _accessor_type = None
 cdef object _aval_getter = None
 cdef object _pointer_method = None
+cdef object _deleted_method = None
 cdef int _process_index = -1          # jax.process_index(): devices of other processes
 cdef dict _devices = {}               # (jax Device, memory kind) -> (DLPack type, device id)
 cdef dict _row_major = {}             # ndim -> list of PjRtLayout objects known to be row-major
@@ -154,11 +157,15 @@ cdef uintptr_t _candidate[1 << CACHE_SET_BITS]
 cdef uintptr_t _candidate_data[1 << CACHE_SET_BITS]
 
 
-cdef inline Py_ssize_t _set_of(object obj) noexcept:
+cdef inline Py_ssize_t _address_set(object obj, int bits) noexcept:
     # Fibonacci hashing of the address (objects are 16-byte aligned): consecutive arrays spread
-    # over the sets.
+    # over the 1 << bits sets.
     cdef uint64_t h = (<uint64_t> <uintptr_t> <PyObject*> obj) >> 4
-    return <Py_ssize_t> ((h * <uint64_t> 0x9E3779B97F4A7C15) >> (64 - CACHE_SET_BITS))
+    return <Py_ssize_t> ((h * <uint64_t> 0x9E3779B97F4A7C15) >> (64 - bits))
+
+
+cdef inline Py_ssize_t _set_of(object obj) noexcept:
+    return _address_set(obj, CACHE_SET_BITS)
 
 
 cdef inline _Entry* _find(object obj, object aval, uintptr_t ptr) noexcept:
@@ -175,14 +182,19 @@ cdef inline _Entry* _find(object obj, object aval, uintptr_t ptr) noexcept:
     return NULL
 
 
-cdef inline PyObject* _target(_Entry* e) noexcept:
-    """The address of the array `e` names; NULL when empty or when that array is gone."""
+cdef inline PyObject* _referent(object ref) noexcept:
+    """The address of the object weak reference `ref` names; NULL when it is gone."""
     cdef PyObject* target = NULL
-    if e.ref == NULL:
-        return NULL
-    PyWeakref_GetRef(<object> e.ref, &target)
+    PyWeakref_GetRef(ref, &target)
     Py_XDECREF(target)          # only its address is used; a live target's count is unchanged
     return target
+
+
+cdef inline PyObject* _target(_Entry* e) noexcept:
+    """The address of the array `e` names; NULL when empty or when that array is gone."""
+    if e.ref == NULL:
+        return NULL
+    return _referent(<object> e.ref)
 
 
 cdef inline _Entry* _victim(object obj) noexcept:
@@ -304,23 +316,25 @@ cdef int _setup(object array_type) except -1:
 
 
 cdef int _bind_accessors(object array_type) except -1:
-    """The callables behind `aval` and `unsafe_buffer_pointer` of jax's array type, called
-    directly on an exact instance: the same functions jax's attribute lookup finds (a property's
-    getter, a method of the type), without the lookup (the instance has a __dict__ to search
-    first for a method)."""
-    global _accessor_type, _aval_getter, _pointer_method
+    """The callables behind `aval`, `unsafe_buffer_pointer` and `is_deleted` of jax's array
+    type, called directly on an exact instance: the same functions jax's attribute lookup finds
+    (a property's getter, methods of the type), without the lookup (the instance has a __dict__
+    to search first for a method)."""
+    global _accessor_type, _aval_getter, _pointer_method, _deleted_method
     import inspect
 
-    _accessor_type = _aval_getter = _pointer_method = None
+    _accessor_type = _aval_getter = _pointer_method = _deleted_method = None
     if array_type is None:      # set up before any array was read (an export to jax)
         array_type = _jaxlib_function(None, "ArrayImpl")
         if not isinstance(array_type, type):
             return 0
     aval = inspect.getattr_static(array_type, "aval", None)
     method = inspect.getattr_static(array_type, "unsafe_buffer_pointer", None)
-    if type(aval) is property and aval.fget is not None and callable(method):
+    deleted = inspect.getattr_static(array_type, "is_deleted", None)
+    if type(aval) is property and aval.fget is not None and callable(method) and callable(deleted):
         _aval_getter = aval.fget
         _pointer_method = method
+        _deleted_method = deleted
         _accessor_type = array_type
     return 0
 
@@ -811,11 +825,13 @@ def prepare(samples=None):
 # than through one view() call each.  A slot that does not match the plan (another device, an
 # unexpected shape) sends the call to the public path.  All of it is jax internals: the core
 # validates this path once per process against the public one (prepare_shards,
-# shard_canaries), and installs the public path instead if anything differs.
+# shard_canaries), and installs the public path instead if anything differs.  An array read
+# again skips the plan and the accessors: see "the per-sharded-array cache" below.
 
 cdef enum:
     MAX_PLANS = 64          # (sharding, shape) plans kept; all are forgotten when full
     SHARDS_ON_STACK = 16    # shards read with per-call scratch on the stack (more: malloc)
+    SHARD_SET_BITS = 5      # the per-sharded-array cache has 1 << SHARD_SET_BITS sets of two
 
 
 cdef class _ShardPlan:
@@ -931,6 +947,193 @@ cdef _ShardPlan _plan_for(object array, object sharding, tuple shape):
     return <_ShardPlan> found
 
 
+# --- the per-sharded-array cache -----------------------------------------------------------
+#
+# Through the plan alone a sharded array costs, besides its views, work per call that over a few
+# devices weighs as much as the views: the array's `aval` and `_sharding`, the plan lookup, and
+# per slot `unsafe_buffer_pointer()` (jaxlib takes and drops an external reference on the
+# buffer: the dearest accessor), `aval`, the per-array cache's lookup and the device and dtype
+# confirmation.  An array read again (the same parameters handed over every step) is answered
+# from an entry holding what its last full read found: the plan, and per slot the address,
+# strides and dtype.  Every read confirms the entry by what changes when jax changes the array:
+# - the sharded array is the one the entry names through a weak reference (a new array at a
+#   freed one's address is another array);
+# - `_arrays` is not None (it is once the array is deleted or donated: BufferError) and holds,
+#   slot by slot, the per-device arrays the entry names through weak references, by identity.
+#   jaxlib keeps the per-device arrays it hands out while the array's contents stay, and
+#   `_replace_with` (what jax's mutable arrays do to a whole array) hands out new ones; a dead
+#   reference never matches, so a new per-device array at a freed one's address is read afresh;
+# - per slot, `is_deleted()` is False: deleting or donating one per-device buffer (`delete()` on
+#   a shard's `data`) leaves `_arrays` a list and the array's own `is_deleted()` False -- jaxlib
+#   asks only the first buffer -- so each slot is asked (BufferError).
+# A per-device array's buffer, shape and dtype are then the ones the entry read: jax changes
+# them only through the whole array.  (Not seen: `_replace_with` called by hand on one
+# per-device array, which jax never does; it would leave the array itself as it was.)
+# prepare_shards checks once per process that jaxlib behaves so, and that cached reads of its
+# canaries equal full reads; until it has, or where it finds otherwise, the cache is off.  A read
+# that does not confirm goes through the plan, which refills the entry on the next read.
+# The entry never keeps an array, its per-device arrays or their buffers alive: what it owns --
+# weak references and the plan (shardings, devices, avals) -- holds no buffer.  A hit makes new
+# views and a new Shards, as every read does (callers keep or drop what they got
+# independently); the index tuples are the plan's layout's, made once.  Bounded as the per-array
+# cache is: sets of two entries picked by the array's address, an entry admitted on its array's
+# second read in a row of its set, replaced, never freed.  Only reads without a stream use it
+# (ordered reads go through view() per piece).
+
+cdef class _ShardedEntry:
+    """What one full read of a sharded array found; never changed once in the table."""
+    cdef object ref             # a weak reference to the sharded array (owned)
+    cdef _ShardPlan plan        # the plan it was read through (owned; its layout makes Shards)
+    cdef tuple slot_refs        # per slot, a weak reference to that per-device array (owned)
+    cdef Py_ssize_t count       # slots (the plan's count, at least 1)
+    cdef int ndim
+    cdef uint8_t code           # the element type every slot has (DLPack code, bits, lanes)
+    cdef uint8_t bits
+    cdef uint16_t lanes
+    cdef uintptr_t* ptrs        # per slot, the buffer's address: one malloc'd block owned here
+                                # holds this and the two arrays below
+    cdef int64_t* strides       # count x ndim strides, meaningful where `custom` says (in it)
+    cdef uint8_t* custom        # per slot, whether its strides are not row-major (in it)
+
+    def __dealloc__(self):
+        free(self.ptrs)          # strides and custom share this one allocation
+
+
+# Set by prepare_shards once jaxlib was seen to behave as the confirmation assumes.
+cdef bint _sharded_cache_on = False
+cdef object _sharded_cache_note = "not checked yet (prepare_shards runs on the first shards())"
+# 2 << SHARD_SET_BITS entries (_ShardedEntry, or None: empty), owned here; sets of two.
+cdef list _sharded_cache = [None] * (2 << SHARD_SET_BITS)
+cdef uint8_t _sharded_recent[1 << SHARD_SET_BITS]     # per set, the entry hit or filled last
+# Admission, as for the per-array cache: per set, the address of the sharded array last refused
+# and of its first per-device array (plain numbers, never dereferenced).
+cdef uintptr_t _sharded_candidate[1 << SHARD_SET_BITS]
+cdef uintptr_t _sharded_candidate_data[1 << SHARD_SET_BITS]
+
+
+cdef inline _ShardedEntry _sharded_entry(object array):
+    """The entry naming `array` (not yet confirmed), or None."""
+    cdef Py_ssize_t s = _address_set(array, SHARD_SET_BITS), i
+    cdef PyObject* e
+    for i in range(2):
+        e = PyList_GET_ITEM(_sharded_cache, 2 * s + i)
+        if (<object> e is not None
+                and _referent((<_ShardedEntry> e).ref) == <PyObject*> array):
+            _sharded_recent[s] = <uint8_t> i
+            return <_ShardedEntry> e
+    return None
+
+
+cdef object _cached_shards(_ShardedEntry e, object array, object arrays):
+    """`array`'s shards from its entry `e`, or None where `arrays` (its `_arrays`, just read and
+    not None) are not the per-device arrays `e` read: then the plan reads them."""
+    cdef interop_core_tensor_info info
+    cdef Py_ssize_t k, n = e.count
+    cdef int ndim = e.ndim
+    cdef PyObject* made
+    if type(arrays) is not list or PyList_GET_SIZE(arrays) != n:
+        return None
+    for k in range(n):
+        if (_referent(<object> PyTuple_GET_ITEM(e.slot_refs, k))
+                != PyList_GET_ITEM(arrays, k)):
+            return None
+    for k in range(n):
+        a = <object> PyList_GET_ITEM(arrays, k)
+        if _deleted_method(a) if type(a) is _accessor_type else a.is_deleted():
+            raise BufferError(_DELETED_SHARDS)
+    views = []
+    for k in range(n):
+        memset(&info, 0, sizeof(info))
+        info.strides = e.strides + k * ndim if e.custom[k] else NULL
+        info.data = <void*> e.ptrs[k]
+        info.ndim = ndim
+        info.shape = e.plan.extents + k * ndim
+        info.dtype_code = e.code
+        info.dtype_bits = e.bits
+        info.dtype_lanes = e.lanes
+        info.device_type = e.plan.device_types[k]
+        info.device_id = e.plan.device_ids[k]
+        info.readonly = 1
+        # `arrays` holds each per-device array: the view takes it as owner, as a full read does.
+        made = _api.view_from_info(PyList_GET_ITEM(arrays, k), &info)
+        if made == NULL:
+            _pending_error()
+        v = <object> made
+        Py_XDECREF(made)             # <object> took its own reference
+        views.append(v)
+    return e.plan.make_shards(views, None, array)
+
+
+cdef inline bint _admit_shards(object array, object first) noexcept:
+    """Whether `array` (whose first per-device array is `first`) gets an entry: on its second
+    read in a row of its set, not its first."""
+    cdef Py_ssize_t s = _address_set(array, SHARD_SET_BITS)
+    cdef uintptr_t data = <uintptr_t> <PyObject*> first
+    if (_sharded_candidate[s] == <uintptr_t> <PyObject*> array
+            and _sharded_candidate_data[s] == data):
+        _sharded_candidate[s] = 0
+        return True
+    _sharded_candidate[s] = <uintptr_t> <PyObject*> array
+    _sharded_candidate_data[s] = data
+    return False
+
+
+cdef inline PyObject* _sharded_target(Py_ssize_t i) noexcept:
+    """The sharded array entry `i` names; NULL when empty or when that array is gone."""
+    cdef PyObject* e = PyList_GET_ITEM(_sharded_cache, i)
+    if <object> e is None:
+        return NULL
+    return _referent((<_ShardedEntry> e).ref)
+
+
+cdef Py_ssize_t _sharded_victim(object array) noexcept:
+    """The entry of `array`'s set to fill for it: its old one, a free one, else the one used
+    less recently."""
+    cdef Py_ssize_t s = _address_set(array, SHARD_SET_BITS)
+    cdef PyObject* first = _sharded_target(2 * s)
+    cdef PyObject* second = _sharded_target(2 * s + 1)
+    if second == <PyObject*> array or (second == NULL and first != <PyObject*> array):
+        _sharded_recent[s] = 1
+        return 2 * s + 1
+    if first == NULL or first == <PyObject*> array:
+        _sharded_recent[s] = 0
+        return 2 * s
+    _sharded_recent[s] ^= 1
+    return 2 * s + _sharded_recent[s]
+
+
+cdef int _remember_shards(object array, list arrays, _ShardPlan plan, const uintptr_t* ptrs,
+                          const int64_t* strides, const uint8_t* custom,
+                          const interop_core_tensor_info* last) except -1:
+    """Fill an entry for `array` from the full read just made (`last`: its last slot's fill)."""
+    cdef Py_ssize_t n = plan.count
+    cdef int ndim = plan.ndim
+    cdef size_t width = ndim if ndim else 1
+    cdef _ShardedEntry e = _ShardedEntry.__new__(_ShardedEntry)
+    e.ptrs = <uintptr_t*> malloc(n * (sizeof(uintptr_t) + width * sizeof(int64_t) + 1))
+    if e.ptrs == NULL:
+        raise MemoryError()
+    e.strides = <int64_t*> (e.ptrs + n)
+    e.custom = <uint8_t*> (e.strides + n * width)
+    memcpy(e.ptrs, ptrs, n * sizeof(uintptr_t))
+    memcpy(e.strides, strides, n * ndim * sizeof(int64_t))
+    memcpy(e.custom, custom, n)
+    e.count = n
+    e.ndim = ndim
+    e.code = last.dtype_code
+    e.bits = last.dtype_bits
+    e.lanes = last.dtype_lanes
+    e.plan = plan
+    try:
+        e.ref = PyWeakref_NewRef(array, None)
+        e.slot_refs = tuple([PyWeakref_NewRef(a, None) for a in arrays])
+    except TypeError:           # an object without weak references (a stand-in): not cached
+        return 0
+    # Nothing runs between choosing the entry and storing it; the old one is released after.
+    _sharded_cache[_sharded_victim(array)] = e
+    return 0
+
+
 cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object sharding,
                         object aval) except -1:
     """Whether a per-device array whose `_sharding` and `aval` are these sits where the plan
@@ -986,15 +1189,25 @@ cdef object _read_shards(object array, object stream):
     cdef int64_t* strides = stack_strides
     cdef uint8_t* custom = stack_custom
     cdef char* block = NULL
+    cdef bint admitted
+    cdef _ShardedEntry entry
     arrays = array._arrays
     if arrays is None:
         raise BufferError(_DELETED_SHARDS)
+    if stream is None and _sharded_cache_on:
+        entry = _sharded_entry(array)
+        if entry is not None:
+            found = _cached_shards(entry, array, arrays)
+            if found is not None:
+                return found
     aval = array.aval
     plan = _plan_for(array, array._sharding, <tuple> aval.shape)
-    if plan is None or len(<list> arrays) != plan.count:
+    if plan is None or type(arrays) is not list or len(<list> arrays) != plan.count:
         return None
     n = plan.count
     ndim = plan.ndim
+    admitted = (stream is None and n > 0 and ndim <= CACHED_NDIM and _sharded_cache_on
+                and _admit_shards(array, (<list> arrays)[0]))
     if n > SHARDS_ON_STACK or ndim > CACHED_NDIM:
         block = <char*> malloc(n * (sizeof(uintptr_t) + ndim * sizeof(int64_t) + 1) + 1)
         if block == NULL:
@@ -1034,7 +1247,12 @@ cdef object _read_shards(object array, object stream):
             v = <object> made
             Py_XDECREF(made)             # <object> took its own reference
             views.append(v)
-        return plan.make_shards(views, None, array)
+        found = plan.make_shards(views, None, array)
+        if admitted:
+            # make_shards checked every slot's dtype against the first: the last slot's names
+            # the element type of all.
+            _remember_shards(array, <list> arrays, plan, ptrs, strides, custom, &info)
+        return found
     finally:
         free(block)
 
@@ -1091,6 +1309,18 @@ cdef bint _read_slot(_ShardPlan plan, Py_ssize_t k, object a, bint want_extents,
     return True
 
 
+cdef bint _is_partly_deleted(object array):
+    """Whether any buffer of `array` was deleted or donated (jaxlib's `is_deleted()` asks only
+    the first one; a shard's `data` may be deleted alone)."""
+    try:
+        if array.is_deleted():
+            return True
+        arrays = array._arrays
+        return arrays is None or any([a.is_deleted() for a in arrays])
+    except Exception:
+        return False            # not a jax array as we know it: its own error stands
+
+
 def read_shards(array, stream=None):
     """The addressable shards of a jax array, without jax's ``Shard`` objects (the fast path).
 
@@ -1112,7 +1342,7 @@ def read_shards(array, stream=None):
     Raises
     ------
     BufferError
-        If the array was deleted or donated.
+        If the array, or any of its per-device buffers, was deleted or donated.
     """
     global _public_shards
     try:
@@ -1122,7 +1352,7 @@ def read_shards(array, stream=None):
     except BufferError:
         raise
     except Exception as exc:
-        if array.is_deleted():
+        if _is_partly_deleted(array):
             raise BufferError(_DELETED_SHARDS) from None
         raise
     if found is None:
@@ -1180,12 +1410,15 @@ def prepare_shards():
     The fast path reads the reader's accessors too, so it is used only where the reader passed
     its own validation; it also needs each array's per-device arrays (``_arrays``) to be jax's
     own shards' data, in order, each on a ``SingleDeviceSharding``.  The core then splits
-    :func:`shard_canaries` both ways and compares.
+    :func:`shard_canaries` both ways and compares.  It also turns the per-sharded-array cache
+    on where jaxlib behaves as the cache's confirmation assumes and cached reads of the
+    canaries equal full reads (off otherwise: every read is then a full one).
 
     Returns
     -------
     dict or str
-        Details when the fast path may be used; otherwise why not.
+        Details when the fast path may be used (``sharded_cache``: ``"on: ..."`` or
+        ``"off: why"``); otherwise why not.
     """
     import jax
 
@@ -1198,7 +1431,8 @@ def prepare_shards():
         return ("the jax reader did not pass its validation in this process (see doctor), and "
                 "the sharded path reads the same accessors")
     checked = 0
-    for x in shard_canaries():
+    samples = shard_canaries()
+    for x in samples:
         arrays = x._arrays
         local = x.addressable_shards
         if type(arrays) is not list or len(arrays) != len(local):
@@ -1211,7 +1445,80 @@ def prepare_shards():
                 return f"a per-device array's _sharding is {a._sharding!r}, not {shard.device}'s"
         checked += 1
     return {"plans": "one per (sharding, global shape), from addressable_shards",
-            "arrays_checked": checked, "devices": len(jax.local_devices())}
+            "arrays_checked": checked, "devices": len(jax.local_devices()),
+            "sharded_cache": _check_sharded_cache(samples)}
+
+
+cdef tuple _split_key(object found):
+    return tuple([(s.view.ptr, s.view.shape, s.view.strides, s.view.dlpack_dtype, s.device,
+                   s.view.owner, s.index, s.replica) for s in found])
+
+
+cdef str _check_sharded_cache(list samples):
+    """Turn the per-sharded-array cache on where jaxlib behaves as its confirmation assumes and
+    its cached reads of `samples` equal full reads; returns what was found (for doctor)."""
+    global _sharded_cache_on, _sharded_cache_note
+    cdef _ShardedEntry entry
+    _sharded_cache_on = False
+    try:
+        why = _sharded_cache_refusal()
+        hits = 0
+        if why is None:
+            _sharded_cache_on = True
+            for x in samples:
+                full = _read_shards(x, None)
+                if full is None:            # the public path's (the plan does not fit)
+                    continue
+                _read_shards(x, None)       # admitted on this second read
+                entry = _sharded_entry(x)
+                cached = None if entry is None else _cached_shards(entry, x, x._arrays)
+                if cached is None:
+                    why = "a sharded array read twice is not answered from the cache"
+                elif _split_key(cached) != _split_key(full):
+                    why = (f"a cached read {_split_key(cached)} differs from the full read "
+                           f"{_split_key(full)}")
+                if why is not None:
+                    break
+                hits += 1
+        if why is None:
+            _sharded_cache_note = f"on: {hits} cached reads agree with full reads"
+            return _sharded_cache_note
+    except Exception as exc:
+        why = f"checking it raised {type(exc).__name__}: {exc}"
+    _sharded_cache_on = False
+    _sharded_cache_note = f"off: {why}"
+    return _sharded_cache_note
+
+
+cdef str _sharded_cache_refusal():
+    """Why the cache's confirmation would miss a change of a sharded array on this jaxlib, or
+    None."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    if _accessor_type is None:
+        return "jax's array type has no accessors bound (see _bind_accessors)"
+    devices = jax.local_devices()
+    rows = NamedSharding(Mesh(np.array(devices), ("x",)), PartitionSpec("x"))
+    base = np.arange(4 * len(devices), dtype=np.float32)
+    x = jax.device_put(base, rows)
+    arrays = x._arrays
+    if type(arrays) is not list or any([a is not b for a, b in zip(arrays, x._arrays)]):
+        return "_arrays hands out new per-device arrays on every call"
+    last = len(devices) - 1
+    arrays[last].delete()
+    if x._arrays is not None and not (x._arrays[last] is arrays[last]
+                                      and _deleted_method(arrays[last]) is True):
+        return "a deleted per-device array is neither dropped from _arrays nor reported deleted"
+    if hasattr(x, "_replace_with"):
+        x = jax.device_put(base, rows)
+        before = x._arrays
+        x._replace_with(jax.device_put(base + 1, rows))
+        after = x._arrays
+        if after is None or any([a is b for a, b in zip(before, after)]):
+            return "_replace_with keeps the per-device arrays, or leaves no _arrays"
+    return None
 
 
 # --- exporting: to(x, "jax") -------------------------------------------------------------------
