@@ -106,10 +106,10 @@ cdef bytes _last_parsed = None
 # MRO walk that cost as much per argument as the key packing.
 cdef object _last_tensor_type = None
 
-# One spare block of LaunchArgs arrays (module-owned; the GIL guards it): the largest freed since
-# a LaunchArgs last took it.  A launcher calls with the same arguments again and again, and a block above
-# pymalloc's small-object limit (three arguments and up) cost a system malloc and free per call,
-# more per argument than packing its key.
+# One spare block of LaunchArgs arrays (module-owned; the GIL guards it): the largest freed
+# since a LaunchArgs last took it.  A launcher calls with the same arguments again and again,
+# and a block above pymalloc's small-object limit (three arguments and up) cost a system malloc
+# and free per call, more per argument than packing its key.
 cdef void* _spare_block = NULL
 cdef size_t _spare_size = 0
 
@@ -462,8 +462,7 @@ cdef class LaunchArgs:
         if self.block == NULL:
             return
         for i in range(self.n):
-            if self.recs[i].ext.shape != self.recs[i].ext.inline_shape:
-                extents_free(&self.recs[i].ext)
+            extents_free(&self.recs[i].ext)
         if self.block_size > _spare_size:
             PyMem_Free(_spare_block)
             _spare_block = self.block
@@ -476,10 +475,10 @@ cdef class LaunchArgs:
         raise TypeError("use interop_core.launch_args(args, stream=None, key=...)")
 
     cdef int _allocate(self, Py_ssize_t n) except -1:
+        global _spare_block, _spare_size
         cdef Py_ssize_t i
         cdef char* p
         # Records first (8-byte aligned), then the three 8-byte arrays, then the byte arrays.
-        global _spare_block, _spare_size
         cdef size_t size = n * (sizeof(ViewRecord) + sizeof(uint64_t) + 2 * sizeof(void*) + 2)
         if size <= _spare_size:
             self.block = _spare_block

@@ -214,14 +214,23 @@ cdef inline _Entry* _victim(object obj) noexcept:
     return e + _recent[s]
 
 
+cdef inline bint _second_read(uintptr_t* candidate, uintptr_t* candidate_data, Py_ssize_t s,
+                              object obj, uintptr_t data) noexcept:
+    """Whether `obj` (with `data`: its buffer's or its first per-device array's address) is
+    read for the second time in a row of its set `s`: both caches admit an entry then, so that
+    arrays read once never evict ones read again and again."""
+    if candidate[s] == <uintptr_t> <PyObject*> obj and candidate_data[s] == data:
+        candidate[s] = 0
+        return True
+    candidate[s] = <uintptr_t> <PyObject*> obj
+    candidate_data[s] = data
+    return False
+
+
 cdef inline _Entry* _admit(object obj, uintptr_t ptr) noexcept:
     """The entry to fill for `obj` (whose buffer is at `ptr`), or NULL: not on its first read."""
-    cdef Py_ssize_t s = _set_of(obj)
-    if _candidate[s] == <uintptr_t> <PyObject*> obj and _candidate_data[s] == ptr:
-        _candidate[s] = 0
+    if _second_read(_candidate, _candidate_data, _set_of(obj), obj, ptr):
         return _victim(obj)
-    _candidate[s] = <uintptr_t> <PyObject*> obj
-    _candidate_data[s] = ptr
     return NULL
 
 
@@ -1027,10 +1036,8 @@ cdef inline _ShardedEntry _sharded_entry(object array):
 cdef object _cached_shards(_ShardedEntry e, object array, object arrays):
     """`array`'s shards from its entry `e`, or None where `arrays` (its `_arrays`, just read and
     not None) are not the per-device arrays `e` read: then the plan reads them."""
-    cdef interop_core_tensor_info info
     cdef Py_ssize_t k, n = e.count
     cdef int ndim = e.ndim
-    cdef PyObject* made
     if type(arrays) is not list or PyList_GET_SIZE(arrays) != n:
         return None
     for k in range(n):
@@ -1041,41 +1048,44 @@ cdef object _cached_shards(_ShardedEntry e, object array, object arrays):
         a = <object> PyList_GET_ITEM(arrays, k)
         if _deleted_method(a) if type(a) is _accessor_type else a.is_deleted():
             raise BufferError(_DELETED_SHARDS)
-    views = []
-    for k in range(n):
-        memset(&info, 0, sizeof(info))
-        info.strides = e.strides + k * ndim if e.custom[k] else NULL
-        info.data = <void*> e.ptrs[k]
-        info.ndim = ndim
-        info.shape = e.plan.extents + k * ndim
-        info.dtype_code = e.code
-        info.dtype_bits = e.bits
-        info.dtype_lanes = e.lanes
-        info.device_type = e.plan.device_types[k]
-        info.device_id = e.plan.device_ids[k]
-        info.readonly = 1
-        # `arrays` holds each per-device array: the view takes it as owner, as a full read does.
-        made = _api.view_from_info(PyList_GET_ITEM(arrays, k), &info)
-        if made == NULL:
-            _pending_error()
-        v = <object> made
-        Py_XDECREF(made)             # <object> took its own reference
-        views.append(v)
+    # `arrays` holds each per-device array: the view takes it as owner, as a full read does.
+    views = [_slot_view(e.plan, k, PyList_GET_ITEM(arrays, k), e.ptrs[k],
+                        e.strides + k * ndim if e.custom[k] else NULL, e.code, e.bits, e.lanes)
+             for k in range(n)]
     return e.plan.make_shards(views, None, array)
+
+
+cdef object _slot_view(_ShardPlan plan, Py_ssize_t k, PyObject* owner, uintptr_t ptr,
+                       const int64_t* strides, uint8_t code, uint8_t bits, uint16_t lanes):
+    """The view of slot `k` of `plan`: `owner`'s buffer at `ptr`, of the slot's block extents
+    and device; `strides` NULL for row-major (the core computes them)."""
+    cdef interop_core_tensor_info info
+    cdef PyObject* made
+    memset(&info, 0, sizeof(info))
+    info.strides = strides
+    info.data = <void*> ptr
+    info.ndim = plan.ndim
+    info.shape = plan.extents + k * plan.ndim
+    info.dtype_code = code
+    info.dtype_bits = bits
+    info.dtype_lanes = lanes
+    info.device_type = plan.device_types[k]
+    info.device_id = plan.device_ids[k]
+    info.readonly = 1
+    made = _api.view_from_info(owner, &info)
+    if made == NULL:
+        _pending_error()
+    v = <object> made
+    Py_XDECREF(made)             # <object> took its own reference
+    return v
 
 
 cdef inline bint _admit_shards(object array, object first) noexcept:
     """Whether `array` (whose first per-device array is `first`) gets an entry: on its second
     read in a row of its set, not its first."""
-    cdef Py_ssize_t s = _address_set(array, SHARD_SET_BITS)
-    cdef uintptr_t data = <uintptr_t> <PyObject*> first
-    if (_sharded_candidate[s] == <uintptr_t> <PyObject*> array
-            and _sharded_candidate_data[s] == data):
-        _sharded_candidate[s] = 0
-        return True
-    _sharded_candidate[s] = <uintptr_t> <PyObject*> array
-    _sharded_candidate_data[s] = data
-    return False
+    return _second_read(_sharded_candidate, _sharded_candidate_data,
+                        _address_set(array, SHARD_SET_BITS), array,
+                        <uintptr_t> <PyObject*> first)
 
 
 cdef inline PyObject* _sharded_target(Py_ssize_t i) noexcept:
@@ -1103,9 +1113,8 @@ cdef Py_ssize_t _sharded_victim(object array) noexcept:
 
 
 cdef int _remember_shards(object array, list arrays, _ShardPlan plan, const uintptr_t* ptrs,
-                          const int64_t* strides, const uint8_t* custom,
-                          const interop_core_tensor_info* last) except -1:
-    """Fill an entry for `array` from the full read just made (`last`: its last slot's fill)."""
+                          const int64_t* strides, const uint8_t* custom) except -1:
+    """Fill an entry for `array` from the full read just made through `plan`."""
     cdef Py_ssize_t n = plan.count
     cdef int ndim = plan.ndim
     cdef size_t width = ndim if ndim else 1
@@ -1120,9 +1129,11 @@ cdef int _remember_shards(object array, list arrays, _ShardPlan plan, const uint
     memcpy(e.custom, custom, n)
     e.count = n
     e.ndim = ndim
-    e.code = last.dtype_code
-    e.bits = last.dtype_bits
-    e.lanes = last.dtype_lanes
+    # make_shards checked every slot's dtype against the first: the last slot's names the
+    # element type of all.
+    e.code = plan.dtypes[2 * (n - 1)]
+    e.bits = plan.dtypes[2 * (n - 1) + 1]
+    e.lanes = plan.lanes[n - 1]
     e.plan = plan
     try:
         e.ref = PyWeakref_NewRef(array, None)
@@ -1177,11 +1188,9 @@ cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object sharding,
 
 
 cdef object _read_shards(object array, object stream):
-    cdef interop_core_tensor_info info
     cdef Py_ssize_t k, n
     cdef int ndim
     cdef _ShardPlan plan
-    cdef PyObject* made
     cdef uintptr_t stack_ptrs[SHARDS_ON_STACK]
     cdef int64_t stack_strides[SHARDS_ON_STACK * CACHED_NDIM]
     cdef uint8_t stack_custom[SHARDS_ON_STACK]
@@ -1227,31 +1236,12 @@ cdef object _read_shards(object array, object stream):
             # Ordered reads go through view() per piece, as the public path does (the reader
             # orders each on its device's stream, or waits for jax's CPU work).
             return plan.make_shards(arrays, stream, array)
-        views = []
-        for k in range(n):
-            memset(&info, 0, sizeof(info))
-            # NULL: row-major (the core computes them), unless jax's layout says otherwise.
-            info.strides = strides + k * ndim if custom[k] else NULL
-            info.data = <void*> ptrs[k]
-            info.ndim = ndim
-            info.shape = plan.extents + k * ndim
-            info.dtype_code = plan.dtypes[2 * k]
-            info.dtype_bits = plan.dtypes[2 * k + 1]
-            info.dtype_lanes = plan.lanes[k]
-            info.device_type = plan.device_types[k]
-            info.device_id = plan.device_ids[k]
-            info.readonly = 1
-            made = _api.view_from_info(<PyObject*> (<list> arrays)[k], &info)
-            if made == NULL:
-                _pending_error()
-            v = <object> made
-            Py_XDECREF(made)             # <object> took its own reference
-            views.append(v)
+        views = [_slot_view(plan, k, PyList_GET_ITEM(arrays, k), ptrs[k],
+                            strides + k * ndim if custom[k] else NULL, plan.dtypes[2 * k],
+                            plan.dtypes[2 * k + 1], plan.lanes[k]) for k in range(n)]
         found = plan.make_shards(views, None, array)
         if admitted:
-            # make_shards checked every slot's dtype against the first: the last slot's names
-            # the element type of all.
-            _remember_shards(array, <list> arrays, plan, ptrs, strides, custom, &info)
+            _remember_shards(array, <list> arrays, plan, ptrs, strides, custom)
         return found
     finally:
         free(block)
