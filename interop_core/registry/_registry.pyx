@@ -591,23 +591,25 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
     cdef StridedMemoryView v
     cdef intptr_t consumer = 0
     cdef int kind = entry.kind
+    cdef object resolved = None     # a new name, not `stream` rebound: Cython would then own a
+                                    # reference to the argument for the whole call
     if kind == READER_GENERIC or kind == READER_SELF:
         return view_by_protocol(entry.protocol, obj, stream)
     if stream is not None:
         # Resolved once, here: readers get None or the int handle, never a stream object.
-        stream = canonical_stream(stream, &consumer)
+        resolved = canonical_stream(stream, &consumer)
     if kind == READER_CAPSULE:
         # The common case taken here rather than through _fill: a call less per view.
-        v = _capsule_view(entry, obj, stream)
+        v = _capsule_view(entry, obj, resolved)
         if v is None:
-            v = _declined(entry, obj, stream)
+            v = _declined(entry, obj, resolved)
     else:
-        v = _fill(entry, obj, stream)
+        v = _fill(entry, obj, resolved)
     if entry.readonly:
         v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
-    if stream is not None and not (v.rec.has_producer_stream
-                                   and same_stream(v.rec.producer_stream, consumer)):
+    if resolved is not None and not (v.rec.has_producer_stream
+                                     and same_stream(v.rec.producer_stream, consumer)):
         _order(entry, v, consumer)
     return v
 
