@@ -23,7 +23,8 @@ processes differ by a few percent, one against the other, with where their code 
 ``--control`` times this tree against itself, the same way: the spread it shows is the method's
 own, on this host, and an after / before ratio inside it is no difference.
 
-    python benchmarks/readers_before_after.py BEFORE_TREE [--blocks 200] [--processes 6] [--cpu 2] [--control]
+    python benchmarks/readers_before_after.py BEFORE_TREE [--blocks 200] [--processes 6] [--cpu 2]
+        [--objects 'numpy,torch cpu'] [--control]
 
 BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
 this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, jax (CPU and CUDA),
@@ -42,6 +43,9 @@ import sys
 PROBE = r"""
 import os, sys, time
 os.sched_setaffinity(0, {int(os.environ["READERS_CPU"])})
+want = set(filter(None, os.environ.get("READERS_OBJECTS", "").split(",")))
+def wanted(*names):
+    return not want or bool(want.intersection(names))
 objs = {}
 try:
     import numpy as np
@@ -49,6 +53,8 @@ try:
 except ImportError:
     pass
 try:
+    if not wanted("torch cpu", "torch cuda"):
+        raise ImportError
     import torch
     objs["torch cpu"] = torch.zeros(4, 8)
     if torch.cuda.is_available():
@@ -56,11 +62,15 @@ try:
 except ImportError:
     pass
 try:
+    if not wanted("cupy"):
+        raise ImportError
     import cupy
     objs["cupy"] = cupy.zeros((4, 8), cupy.float32)
 except Exception:
     pass
 try:
+    if not wanted("jax cpu", "jax cuda"):
+        raise ImportError
     import jax
     objs["jax cpu"] = jax.device_put(jax.numpy.zeros((4, 8)), jax.devices("cpu")[0])
     try:
@@ -69,6 +79,7 @@ try:
         pass
 except ImportError:
     pass
+objs = {name: obj for name, obj in objs.items() if wanted(name)}
 from interop_core import view
 for obj in objs.values():
     for _ in range(20000):
@@ -87,8 +98,8 @@ for line in sys.stdin:
 class _Tree:
     """One tree's interpreter, timing a block of views each time it is asked."""
 
-    def __init__(self, root: str | None, cpu: int):
-        env = dict(os.environ, READERS_CPU=str(cpu))
+    def __init__(self, root: str | None, cpu: int, objects: str):
+        env = dict(os.environ, READERS_CPU=str(cpu), READERS_OBJECTS=objects)
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join([root, os.path.join(root, "plugins")])
         self.proc = subprocess.Popen([sys.executable, "-c", PROBE], env=env,
@@ -107,9 +118,10 @@ class _Tree:
         self.proc.wait()
 
 
-def _one_pair(before_root: str | None, cpu: int, blocks: int) -> dict[str, dict[str, list]]:
+def _one_pair(before_root: str | None, cpu: int, blocks: int,
+              objects: str) -> dict[str, dict[str, list]]:
     """Block times of both trees, per object, from one pair of fresh interpreters."""
-    before, after = _Tree(before_root, cpu), _Tree(None, cpu)
+    before, after = _Tree(before_root, cpu, objects), _Tree(None, cpu, objects)
     results = {}
     try:
         for name in sorted(before.objects & after.objects):
@@ -126,8 +138,8 @@ def _one_pair(before_root: str | None, cpu: int, blocks: int) -> dict[str, dict[
     return results
 
 
-def measure(before_root: str | None, cpu: int, blocks: int,
-            processes: int) -> dict[str, dict[str, float]]:
+def measure(before_root: str | None, cpu: int, blocks: int, processes: int,
+            objects: str = "") -> dict[str, dict[str, float]]:
     """Per object, after / before: pooled pair ratios (median, quartiles) and the best ratio
     of each pair of interpreters (median, lowest, highest)."""
     pairs: dict[str, list[float]] = {}
@@ -137,7 +149,7 @@ def measure(before_root: str | None, cpu: int, blocks: int,
         # Fresh interpreters each time: where the loader puts code and data differs from one
         # process to the next, and moves one process's speed by a few percent against an
         # identical one (the control shows it); several pairs average it out.
-        for name, times in _one_pair(before_root, cpu, blocks).items():
+        for name, times in _one_pair(before_root, cpu, blocks, objects).items():
             pairs.setdefault(name, []).extend(
                 a / b for a, b in zip(times["after"], times["before"], strict=True))
             best.setdefault(name, []).append(statistics.quantiles(times["after"], n=10)[0]
@@ -162,6 +174,9 @@ def main() -> int:
     parser.add_argument("--cpu", type=int, default=2, help="the one CPU both trees run on")
     parser.add_argument("--processes", type=int, default=6,
                         help="pairs of fresh interpreters, one after the other")
+    parser.add_argument("--objects", default="",
+                        help="comma-separated objects to time (default: every one installed), "
+                             "e.g. 'numpy,torch cpu'")
     parser.add_argument("--control", action="store_true",
                         help="time this tree against itself (the method's own spread)")
     args = parser.parse_args()
@@ -171,7 +186,7 @@ def main() -> int:
         before_root, title = os.path.abspath(args.before), f"this tree against {args.before}"
     else:
         parser.error("give BEFORE_TREE or --control")
-    results = measure(before_root, args.cpu, args.blocks, args.processes)
+    results = measure(before_root, args.cpu, args.blocks, args.processes, args.objects)
     print(f"{title}: after / before; {args.processes} pairs of interpreters, {args.blocks} "
           f"block pairs per object each, on CPU {args.cpu}\n")
     print("| object | pairs: median | pairs: quartiles | best: median | best: range "
