@@ -249,3 +249,46 @@ def test_200k_view_export_consume_round_trips_leak_nothing(loop):
     # A leak of even one small block per iteration would be megabytes here.
     assert rss_after - rss_before < 4 * 1024 * 1024
     assert traced_after - traced_before < 128 * 1024
+
+
+
+def _recycling_sources():
+    """framework -> (make(shape), address of element 0, strides in elements), for those here."""
+    def numpy_make(shape):
+        return np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+    yield "numpy", (numpy_make, lambda a: a.__array_interface__["data"][0],
+                    lambda a: tuple(s // a.itemsize for s in a.strides))
+    try:
+        import torch
+    except ImportError:
+        return
+
+    def torch_make(shape):
+        return torch.arange(int(np.prod(shape)), dtype=torch.float64).reshape(shape)
+
+    yield "torch", (torch_make, lambda t: t.data_ptr(), lambda t: t.stride())
+
+
+@pytest.mark.parametrize("source", [s for _, s in _recycling_sources()],
+                         ids=[name for name, _ in _recycling_sources()])
+def test_a_view_made_from_a_dead_views_memory_shows_only_its_own_object(source):
+    from interop_core import view
+
+    make, address, strides = source
+    # Views are recycled through a freelist: a new view may get the memory of one that just
+    # died, and must show nothing of it (cached tuples, dtype, extents beyond inline storage).
+    for first_shape, second_shape in (((2, 3), (5,)), ((2, 1, 2, 1, 2, 1, 2, 2), (3, 4)),
+                                      ((4,), (1, 2, 1, 2, 1, 2, 1, 2))):
+        first_obj = make(first_shape)
+        first = view(first_obj)
+        # Every cache filled: the shape, strides and dtype objects.
+        assert (first.shape, first.strides) == (first_shape, strides(first_obj))
+        assert first.dtype.itemsize * len(first.strides_in_bytes) > 0
+        del first, first_obj
+        second_obj = make(second_shape)
+        second = view(second_obj)
+        assert second.shape == second_shape
+        assert second.strides == strides(second_obj)
+        assert second.owner is second_obj
+        assert second.ptr == address(second_obj)
