@@ -8,6 +8,7 @@ whatever is importable is measured, in the same process and run as ours.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -1019,9 +1020,14 @@ def shards_cases(devices: list, label: str) -> list[Case]:
                   sharding=sharding)
 
     def peer_from_dlpack():
-        return jax.make_array_from_single_device_arrays(
-            shape, sharding, [jax.dlpack.from_dlpack(p, device=d)
-                              for p, d in zip(pieces, devices, strict=True)])
+        arrays = []
+        for p, d in zip(pieces, devices, strict=True):
+            # torch exports a CUDA tensor to a consumer stream only from its own device's
+            # context (else "Can't export tensors on a different CUDA device index"): a user
+            # of jax's from_dlpack must switch to each piece's device, so the peer does too.
+            with _device_of(p):
+                arrays.append(jax.dlpack.from_dlpack(p, device=d))
+        return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     cases += [Case("shards", assemble_group, from_pieces, ours_from_pieces, ours=True),
               Case("shards", assemble_group, made_once,
@@ -1037,6 +1043,16 @@ def shards_cases(devices: list, label: str) -> list[Case]:
                 shape, sharding, [jax.device_put(a, d)
                                   for a, d in zip(arrays, devices, strict=True)]))))
     return cases
+
+
+def _device_of(piece: object):
+    """A context making ``piece``'s CUDA device current (torch's), else one doing nothing."""
+    device = getattr(piece, "device", None)
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
 
 
 def _shard_pieces(devices: list, host: bool) -> list:
