@@ -197,21 +197,25 @@ cdef inline PyObject* _target(_Entry* e) noexcept:
     return _referent(<object> e.ref)
 
 
+cdef inline int _way_to_fill(PyObject* first, PyObject* second, object obj,
+                             uint8_t* recent) noexcept:
+    """Which entry (0 or 1) of a set of two, naming `first` and `second` (NULL: empty or gone),
+    to fill for `obj`: its old one, a free one, else the one used less recently.  `recent`, the
+    set's most recently used entry, becomes the one chosen.  Both caches replace by this rule."""
+    if second == <PyObject*> obj or (second == NULL and first != <PyObject*> obj):
+        recent[0] = 1
+    elif first == NULL or first == <PyObject*> obj:
+        recent[0] = 0
+    else:
+        recent[0] ^= 1
+    return recent[0]
+
+
 cdef inline _Entry* _victim(object obj) noexcept:
-    """The entry of obj's set to fill for `obj`: its old one, a free one, else the one used
-    less recently."""
+    """The entry of obj's set to fill for `obj` (see _way_to_fill)."""
     cdef Py_ssize_t s = _set_of(obj)
     cdef _Entry* e = &_cache[2 * s]
-    cdef PyObject* first = _target(e)
-    cdef PyObject* second = _target(e + 1)
-    if second == <PyObject*> obj or (second == NULL and first != <PyObject*> obj):
-        _recent[s] = 1
-        return e + 1
-    if first == NULL or first == <PyObject*> obj:
-        _recent[s] = 0
-        return e
-    _recent[s] ^= 1
-    return e + _recent[s]
+    return e + _way_to_fill(_target(e), _target(e + 1), obj, &_recent[s])
 
 
 cdef inline bint _second_read(uintptr_t* candidate, uintptr_t* candidate_data, Py_ssize_t s,
@@ -1097,19 +1101,10 @@ cdef inline PyObject* _sharded_target(Py_ssize_t i) noexcept:
 
 
 cdef Py_ssize_t _sharded_victim(object array) noexcept:
-    """The entry of `array`'s set to fill for it: its old one, a free one, else the one used
-    less recently."""
+    """The entry of `array`'s set to fill for it (see _way_to_fill)."""
     cdef Py_ssize_t s = _address_set(array, SHARD_SET_BITS)
-    cdef PyObject* first = _sharded_target(2 * s)
-    cdef PyObject* second = _sharded_target(2 * s + 1)
-    if second == <PyObject*> array or (second == NULL and first != <PyObject*> array):
-        _sharded_recent[s] = 1
-        return 2 * s + 1
-    if first == NULL or first == <PyObject*> array:
-        _sharded_recent[s] = 0
-        return 2 * s
-    _sharded_recent[s] ^= 1
-    return 2 * s + _sharded_recent[s]
+    return 2 * s + _way_to_fill(_sharded_target(2 * s), _sharded_target(2 * s + 1), array,
+                                &_sharded_recent[s])
 
 
 cdef int _remember_shards(object array, list arrays, _ShardPlan plan, const uintptr_t* ptrs,
