@@ -161,27 +161,42 @@ def _pending_on_the_cpu():
     return _slow(a), expected
 
 
-def test_view_without_a_stream_does_not_wait_for_the_computation():
-    # Validated first: its canaries would queue behind the work.
-    assert validation_result(_type_path()).validated
+@pytest.mark.parametrize("stream", [None, -1, 0])
+@pytest.mark.parametrize("entry_point", ["view", "to numpy", "from_dlpack of the view"])
+def test_host_memory_is_handed_over_after_jaxs_cpu_work_with_or_without_a_stream(
+        reader_mode, entry_point, stream):
+    # jax's CPU work is not stream-ordered and a host consumer reads as soon as it has the
+    # pointer: the read waits for jax (as jax's own DLPack export does), a stream or not.
+    # Validated first (reader_mode): its canaries would queue behind the work.
     x, expected = _pending_on_the_cpu()
-    v = interop_core.view(x)
-    assert not x.is_ready(), "view() waited for jax's computation"
-    assert v.ptr == x.unsafe_buffer_pointer()
-    assert v.owner is x and v.readonly
-    x.block_until_ready()
-    assert np.array_equal(np.asarray(v), expected)
+    if entry_point == "view":
+        v = interop_core.view(x, stream=stream)
+        assert v.ptr == x.unsafe_buffer_pointer() and v.owner is x and v.readonly
+        assert x.is_ready(), "view() handed over host memory jax was still computing"
+        out = np.asarray(v)
+    elif entry_point == "to numpy":
+        out = interop_core.to(x, "numpy", stream=stream)
+        assert x.is_ready(), "to(x, 'numpy') handed over host memory jax was still computing"
+        assert out.ctypes.data == x.unsafe_buffer_pointer()
+    else:
+        out = np.from_dlpack(interop_core.view(x, stream=stream))
+        assert x.is_ready(), "a view's DLPack export handed over memory still being computed"
+    assert np.array_equal(out, expected)
 
 
-@pytest.mark.parametrize("entry_point", ["view", "to numpy", "sync", "sync later"])
+def test_an_array_read_again_is_answered_from_the_cache_and_stays_right():
+    # Only computed arrays get a cache entry: a hit has nothing left to wait for.
+    x, expected = _pending_on_the_cpu()
+    for _ in range(4):
+        out = interop_core.to(x, "numpy")
+        assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("entry_point", ["sync", "sync later"])
 def test_a_consumer_stream_on_the_cpu_backend_waits_for_jax(reader_mode, entry_point):
     # jax's CPU work is not stream-ordered: the only order jax offers is the host's.
     x, expected = _pending_on_the_cpu()
-    if entry_point == "view":
-        out = interop_core.view(x, stream=0)
-    elif entry_point == "to numpy":
-        out = interop_core.to(x, "numpy", stream=0)
-    elif entry_point == "sync":
+    if entry_point == "sync":
         out = interop_core.view(x).sync(0)
     else:
         out = interop_core.view(x)
@@ -422,17 +437,6 @@ def test_to_numpy_of_a_jax_array_is_based_on_the_array_itself():
     assert validation_result(_type_path()).validated
     x = jnp.arange(6.0)
     assert interop_core.to(x, "numpy").base is x
-
-
-def test_to_numpy_without_a_stream_does_not_wait_for_the_computation():
-    # As view(x): no stream, no wait (the stream contract); stream=0 waits on the CPU backend.
-    assert validation_result(_type_path()).validated
-    x, expected = _pending_on_the_cpu()
-    out = interop_core.to(x, "numpy")
-    assert not x.is_ready(), "to(x, 'numpy') waited for jax's computation"
-    assert out.ctypes.data == x.unsafe_buffer_pointer()
-    x.block_until_ready()
-    assert np.array_equal(out, expected)
 
 
 @pytest.mark.gpu

@@ -362,6 +362,32 @@ def test_a_column_major_device_layout_keeps_its_strides_in_every_shard(jax):
         np.testing.assert_array_equal(_host_values(shard.view), whole[shard.index])
 
 
+@pytest.mark.parametrize("kind", ["rows", "grid", "replicated"])
+def test_shards_of_an_array_jax_is_still_computing_are_handed_over_computed(jax, kind):
+    """jax's CPU work is not stream-ordered and host consumers read at once: every shard's
+    per-device array is waited for before its view is handed over, on the first read (through
+    the plan) and on reads answered from the caches."""
+    sharding = _sharding(jax, kind)
+
+    @jax.jit
+    def slow(a):        # hundreds of ms of CPU work, dispatched asynchronously
+        for _ in range(16):
+            a = jax.numpy.tanh(a @ a)
+        return a
+
+    start = jax.device_put(np.full((512, 512), 0.001, np.float32), sharding)
+    expected = np.asarray(slow(start))
+    for _ in range(3):      # a new pending array each time: full read, admitted, cached
+        x = slow(start)
+        found = interop_core.shards(x)
+        assert all(a.is_ready() for a in x._arrays), "shards() handed over unfinished memory"
+        for shard in found:
+            np.testing.assert_array_equal(_host_values(shard.view), expected[shard.index])
+    for _ in range(3):      # the same array again: the per-sharded-array cache answers
+        for shard in interop_core.shards(x):
+            np.testing.assert_array_equal(_host_values(shard.view), expected[shard.index])
+
+
 @pytest.mark.parametrize("kind", ["rows", "grid", "column_major"])
 def test_shards_read_again_from_the_readers_cache_stay_right(jax, kind):
     """The per-device arrays of an array read again are answered from the reader's per-array

@@ -771,8 +771,9 @@ cdef class StridedMemoryView:
 
         For a view made without a stream (metadata only), call this before a kernel on
         ``stream`` reads or writes it: an event is recorded on the producer's stream and
-        ``stream`` waits on it.  A no-op for host memory, for the producer's own stream, and
-        when the producer named no stream.
+        ``stream`` waits on it.  A no-op for the producer's own stream and when the producer
+        named no stream; for host memory, a producer whose host work is asynchronous (jax's
+        CPU backend) is waited for on the host, a no-op for every other.
 
         Parameters
         ----------

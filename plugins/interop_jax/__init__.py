@@ -21,13 +21,16 @@ and compares them.  If anything differs, the fallback serves the rest of the pro
   array say read-only too (jax's legacy DLPack capsules cannot).
 * **Ordering, never a host wait on device work** (the stream contract):
 
-  - ``view(x)`` / ``stream=None`` / ``-1``: no wait at all.  The address is defined (PJRT
-    assigns it when the computation is enqueued; on the CPU it waits only for the allocation),
-    the contents may still be being computed.
-  - ``view(x, stream=s)``, ``to(x, ..., stream=s)``, ``view(x).sync(s)``: for device memory
-    PJRT makes ``s`` wait for jax's pending work on ``x`` (what ``x.__dlpack__(stream=s)``
-    does); the host does not wait.  For the CPU backend jax's work is not stream-ordered: the
-    host waits for ``x`` (``block_until_ready``), the only order jax offers there.
+  - Device memory, ``view(x)`` / ``stream=None`` / ``-1``: no wait at all.  The address is
+    defined (PJRT assigns it when the computation is enqueued), the contents may still be
+    being computed.
+  - Device memory, ``view(x, stream=s)``, ``to(x, ..., stream=s)``, ``view(x).sync(s)``: PJRT
+    makes ``s`` wait for jax's pending work on ``x`` (what ``x.__dlpack__(stream=s)`` does);
+    the host does not wait.
+  - Host memory (the CPU backend), any stream or none: jax's CPU work is not stream-ordered
+    and host consumers read at once, so the read waits until ``x`` is computed
+    (``is_ready()``, then ``block_until_ready()`` if not), as jax's own DLPack export does.
+    Only an array's first read asks: the per-array cache admits arrays once computed.
   - The producer strategy (``producer_stream``), asked when a view made without a stream is
     ordered later, orders jax's pending work onto jax's own stream for external ready events
     and reports that stream.
@@ -70,7 +73,7 @@ Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, th
 Handing jax arrays to other frameworks
 --------------------------------------
 The other plugins' exporters read jax arrays with this plugin's reader, so the rules above hold
-(no wait without a stream, read-only).  ``to(x, "numpy")`` of a CPU array is a non-writeable
+(host memory read once computed, device memory without a host wait; read-only).  ``to(x, "numpy")`` of a CPU array is a non-writeable
 ndarray whose ``base`` is ``x`` itself: the numpy plugin's compiled exporter gets this reader's
 record and builds the array with numpy's C API, no view in between (0.52x the time of
 ``np.asarray(x)`` on the development VM for an array handed over again, which the reader answers

@@ -16,19 +16,25 @@
 # serves the rest of the process.
 #
 # Readiness, per the stream contract (see docs/streams.md for what jax does underneath):
-# - no stream (None, -1): no wait at all.  unsafe_buffer_pointer() never waits for the
-#   computation: PJRT's external reference on GPU reads an address assigned when the work was
-#   enqueued; on the CPU it waits only for the buffer's *allocation*, not for its contents.  The
-#   memory may still be being written: the consumer orders itself later (sync(), a stream).
+# - device memory, no stream (None, -1): no wait at all.  unsafe_buffer_pointer() never waits
+#   for the computation: PJRT's external reference on GPU reads an address assigned when the
+#   work was enqueued.  The memory may still be being written: the consumer orders itself later
+#   (sync(), a stream).
+# - host memory (the CPU backend, a GPU's unpinned_host memory kind), with or without a stream:
+#   the read waits until the array is computed (block_until_ready()).  jax's CPU work runs on a
+#   thread pool and is not stream-ordered (PJRT's stream wait is "only implemented for GPU"),
+#   so nothing a consumer could do later would order it: the host is the only order there is,
+#   and every host consumer (numpy, the buffer protocol, a CPU DLPack consumer) reads as soon
+#   as it has the pointer.  jax's own DLPack export waits the same way.  unsafe_buffer_pointer()
+#   alone would not: on the CPU it waits only for the buffer's *allocation*.  A cache entry is
+#   made only after that wait, so an array read again (a hit) is known computed and waits for
+#   nothing; a sharded array's entry likewise.
 # - a consumer stream, device memory: PJRT makes that stream wait for the array's definition
 #   events (jaxlib's buffer_to_dlpack_managed_tensor(array, stream=s), what __dlpack__(stream=s)
 #   calls, without its Python wrappers); the host does not wait for the computation.  The view
 #   keeps the resulting DLPack capsule unconsumed, i.e. jax's external reference on the buffer
 #   (the capsule's destructor releases it).  A jaxlib without that function: declined, and the
 #   fallback's __dlpack__(stream=s) orders the same way.
-# - a consumer stream, host memory (the CPU backend): jax's CPU work runs on a thread pool and
-#   is not stream-ordered (PJRT's stream wait is "only implemented for GPU"), so the only
-#   ordering jax offers is the host's: block_until_ready().
 #
 # Strides: jax buffers are dense, but not always row-major: a user may ask for another device
 # layout (jax.experimental.layout.Format).  The reader compares the array's `_pjrt_layout`
@@ -102,6 +108,8 @@ cdef object _accessor_type = None
 cdef object _aval_getter = None
 cdef object _pointer_method = None
 cdef object _deleted_method = None
+cdef object _ready_method = None      # ArrayImpl.is_ready (a reference owned here)
+cdef object _wait_method = None       # ArrayImpl.block_until_ready (a reference owned here)
 cdef int _process_index = -1          # jax.process_index(): devices of other processes
 cdef dict _devices = {}               # (jax Device, memory kind) -> (DLPack type, device id)
 cdef dict _row_major = {}             # ndim -> list of PjRtLayout objects known to be row-major
@@ -329,14 +337,16 @@ cdef int _setup(object array_type) except -1:
 
 
 cdef int _bind_accessors(object array_type) except -1:
-    """The callables behind `aval`, `unsafe_buffer_pointer` and `is_deleted` of jax's array
-    type, called directly on an exact instance: the same functions jax's attribute lookup finds
+    """The callables behind `aval`, `unsafe_buffer_pointer`, `is_deleted`, `is_ready` and
+    `block_until_ready` of jax's array type, called directly on an exact instance: the same functions jax's attribute lookup finds
     (a property's getter, methods of the type), without the lookup (the instance has a __dict__
     to search first for a method)."""
-    global _accessor_type, _aval_getter, _pointer_method, _deleted_method
+    global _accessor_type, _aval_getter, _pointer_method, _deleted_method, _ready_method
+    global _wait_method
     import inspect
 
     _accessor_type = _aval_getter = _pointer_method = _deleted_method = None
+    _ready_method = _wait_method = None
     if array_type is None:      # set up before any array was read (an export to jax)
         array_type = _jaxlib_function(None, "ArrayImpl")
         if not isinstance(array_type, type):
@@ -344,10 +354,15 @@ cdef int _bind_accessors(object array_type) except -1:
     aval = inspect.getattr_static(array_type, "aval", None)
     method = inspect.getattr_static(array_type, "unsafe_buffer_pointer", None)
     deleted = inspect.getattr_static(array_type, "is_deleted", None)
-    if type(aval) is property and aval.fget is not None and callable(method) and callable(deleted):
+    ready = inspect.getattr_static(array_type, "is_ready", None)
+    wait = inspect.getattr_static(array_type, "block_until_ready", None)
+    if (type(aval) is property and aval.fget is not None and callable(method)
+            and callable(deleted) and callable(ready) and callable(wait)):
         _aval_getter = aval.fget
         _pointer_method = method
         _deleted_method = deleted
+        _ready_method = ready
+        _wait_method = wait
         _accessor_type = array_type
     return 0
 
@@ -478,8 +493,23 @@ cdef int _pending_error() except -1:
     return -1       # hands on the exception the core's helper set
 
 
+cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
+    """Host memory: wait until jax has computed `obj` (see "Readiness" above); device memory is
+    ordered on streams instead, never by a host wait."""
+    if device_type != KDL_CPU:
+        return 0
+    # Mostly computed already: is_ready() costs less than block_until_ready(), which lets go of
+    # the GIL and takes it back even then.
+    if type(obj) is _accessor_type:
+        if not _ready_method(obj):
+            _wait_method(obj)
+    elif not obj.is_ready():
+        obj.block_until_ready()
+    return 0
+
+
 cdef int _read_fast(object obj, interop_core_tensor_info* out) except -1:
-    """Metadata and address of a single-device array; waits for nothing.
+    """Metadata and address of a single-device array; waits only for host memory's contents.
 
     An array read before (its cache entry's weak reference still names it) costs two jax
     calls, `unsafe_buffer_pointer()` and `aval`, which confirm the entry; any other array is
@@ -562,6 +592,8 @@ cdef int _read_accessors(object obj, interop_core_tensor_info* out, _Entry* e, o
         ptr = <uintptr_t> obj.unsafe_buffer_pointer()
     if ndim >= 2 and not _is_row_major(obj, ndim):
         _layout_strides(obj, shape, strides, ndim)
+    # Before the entry is made: an entry names only arrays known computed.
+    _wait_for_host_work(obj, device_type)
     if e != NULL and ndim <= CACHED_NDIM:
         _remember(e, obj, aval, sharding, ptr, ndim, shape, strides, code, bits, lanes,
                   device_type, device_id)
@@ -597,8 +629,7 @@ cdef int _read(object obj, object stream, interop_core_tensor_info* out) except 
         return _read_fast(obj, out)
     _locate(obj, &device_type, &device_id)
     if device_type == KDL_CPU:
-        obj.block_until_ready()      # jax's CPU work has no stream: the host is the only order
-        return _read_fast(obj, out)
+        return _read_fast(obj, out)  # waits for jax's CPU work: the host is the only order
     if _to_capsule is None:          # jaxlib without it: the fallback's __dlpack__(stream=s)
         return INTEROP_CORE_READ_DECLINED
     return _read_ordered(obj, <intptr_t> <Py_ssize_t> stream, out)
@@ -1245,8 +1276,9 @@ cdef object _read_shards(object array, object stream):
 cdef bint _read_slot(_ShardPlan plan, Py_ssize_t k, object a, bint want_extents,
                      uintptr_t* ptr, int64_t* strides, uint8_t* custom) except -1:
     """Confirm per-device array `a` against slot `k` of the plan; with `want_extents`, its
-    address, and its strides where they are not row-major (`custom`).  A per-device array read
-    before is answered from the reader's cache (its sharding and aval as the entry says)."""
+    address (host memory waited for), and its strides where they are not row-major (`custom`).
+    A per-device array read before is answered from the reader's cache (its sharding and aval
+    as the entry says)."""
     cdef _Entry* e
     cdef int ndim = plan.ndim
     cdef int64_t step = 1
@@ -1278,6 +1310,8 @@ cdef bint _read_slot(_ShardPlan plan, Py_ssize_t k, object a, bint want_extents,
     sharding = a._sharding
     if not _slot_matches(plan, k, sharding, aval):
         return False
+    # A hit above was made after this wait; the sharded array's entry after every slot's.
+    _wait_for_host_work(a, plan.device_types[k])
     custom[0] = 0
     if ndim >= 2 and not _is_row_major(a, ndim):
         _layout_strides(a, plan.extents + k * ndim, strides, ndim)
