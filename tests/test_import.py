@@ -1,4 +1,4 @@
-"""`import interop_core` must be cheap and must not drag in any framework (or numpy)."""
+"""`import interop_core` must not drag in any framework (or numpy)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,9 @@ def test_import_imports_no_framework_and_not_numpy():
     assert imported == [], f"import interop_core imported {imported}"
 
 
-def test_import_takes_under_30_ms():
-    # Best of three fresh interpreters, so one slow disk read does not decide it.
-    best = min(_import_once()["ms"] for _ in range(3))
-    assert best < 30.0, f"import interop_core took {best:.1f} ms (budget 30 ms)"
+# The import's time is a budget line of the bench (`python -m interop_core bench --section
+# import`: median of fresh interpreters, against the 30 ms budget), not a timed test here: a
+# loaded CI machine would decide it, not the code.
 
 
 PROTOCOL_DUNDERS = {"__getitem__", "__dlpack__", "__dlpack_device__",
