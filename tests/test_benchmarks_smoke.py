@@ -385,3 +385,11 @@ def test_a_relative_budget_may_scale_the_reference_and_add_ns():
     (row,) = [r for r in budget_rows(results) if r["line"].startswith("launch_args, 16")]
     assert row["budget_ns"] == 1200.0 and within_budget(row)
     assert "1.2 × view() loop, no key" in format_budget(results)
+
+
+def test_the_jax_first_reads_script_runs_and_reports_both_sides():
+    pytest.importorskip("jax")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "jax_first_reads.py"),
+                          "--arrays", "32", "--rounds", "2"], capture_output=True, text=True,
+                         check=True, env=_env(), timeout=300).stdout
+    assert "to(x, 'numpy')" in out and "np.asarray" in out and "ours / np.asarray" in out
