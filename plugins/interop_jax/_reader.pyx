@@ -21,14 +21,14 @@
 #   work was enqueued.  The memory may still be being written: the consumer orders itself later
 #   (sync(), a stream).
 # - host memory (the CPU backend, a GPU's unpinned_host memory kind), with or without a stream:
-#   the read waits until the array is computed (block_until_ready()).  jax's CPU work runs on a
-#   thread pool and is not stream-ordered (PJRT's stream wait is "only implemented for GPU"),
-#   so nothing a consumer could do later would order it: the host is the only order there is,
-#   and every host consumer (numpy, the buffer protocol, a CPU DLPack consumer) reads as soon
-#   as it has the pointer.  jax's own DLPack export waits the same way.  unsafe_buffer_pointer()
-#   alone would not: on the CPU it waits only for the buffer's *allocation*.  A cache entry is
-#   made only after that wait, so an array read again (a hit) is known computed and waits for
-#   nothing; a sharded array's entry likewise.
+#   the read waits until the array is computed (is_ready(), else block_until_ready()).  jax's
+#   CPU work runs on a thread pool and is not stream-ordered (PJRT's stream wait is "only
+#   implemented for GPU"), so nothing a consumer could do later would order it: the host is the
+#   only order there is, and every host consumer (numpy, the buffer protocol, a CPU DLPack
+#   consumer) reads as soon as it has the pointer.  jax's own DLPack export waits the same way.
+#   unsafe_buffer_pointer() alone would not: on the CPU it waits only for the buffer's
+#   *allocation*.  A cache entry is made only after that wait, so an array read again (a hit) is
+#   known computed and waits for nothing; a sharded array's entry likewise.
 # - a consumer stream, device memory: PJRT makes that stream wait for the array's definition
 #   events (jaxlib's buffer_to_dlpack_managed_tensor(array, stream=s), what __dlpack__(stream=s)
 #   calls, without its Python wrappers); the host does not wait for the computation.  The view
@@ -338,9 +338,9 @@ cdef int _setup(object array_type) except -1:
 
 cdef int _bind_accessors(object array_type) except -1:
     """The callables behind `aval`, `unsafe_buffer_pointer`, `is_deleted`, `is_ready` and
-    `block_until_ready` of jax's array type, called directly on an exact instance: the same functions jax's attribute lookup finds
-    (a property's getter, methods of the type), without the lookup (the instance has a __dict__
-    to search first for a method)."""
+    `block_until_ready` of jax's array type, called directly on an exact instance: the same
+    functions jax's attribute lookup finds (a property's getter, methods of the type), without
+    the lookup (the instance has a __dict__ to search first for a method)."""
     global _accessor_type, _aval_getter, _pointer_method, _deleted_method, _ready_method
     global _wait_method
     import inspect
