@@ -193,8 +193,8 @@ def test_an_array_read_again_is_answered_from_the_cache_and_stays_right():
 
 
 @pytest.mark.parametrize("entry_point", ["sync", "sync later"])
-def test_a_consumer_stream_on_the_cpu_backend_waits_for_jax(reader_mode, entry_point):
-    # jax's CPU work is not stream-ordered: the only order jax offers is the host's.
+def test_syncing_a_view_of_a_cpu_array_on_a_stream_leaves_it_computed(reader_mode, entry_point):
+    # jax's CPU work is not stream-ordered: sync() on host memory orders through the host.
     x, expected = _pending_on_the_cpu()
     if entry_point == "sync":
         out = interop_core.view(x).sync(0)
