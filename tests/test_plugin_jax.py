@@ -184,7 +184,7 @@ def test_host_memory_is_handed_over_after_jaxs_cpu_work_with_or_without_a_stream
     assert np.array_equal(out, expected)
 
 
-def test_an_array_read_again_is_answered_from_the_cache_and_stays_right():
+def test_an_array_handed_over_again_and_again_stays_right():
     # Only computed arrays get a cache entry: a hit has nothing left to wait for.
     x, expected = _pending_on_the_cpu()
     for _ in range(4):

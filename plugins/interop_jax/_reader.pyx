@@ -740,7 +740,7 @@ def producer_stream(obj):
         device = next(iter(devices))
         device_type = (<tuple> _resolve_device(device, sharding.memory_kind))[0]
         if device_type == KDL_CPU:
-            obj.block_until_ready()
+            _wait_for_host_work(obj, device_type)      # what every read of host memory does
             return None
         stream = _jax_stream(device)
         if stream is None:
