@@ -38,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 # One tree's side: import, warm up, then time one block per line read from the conductor.
 PROBE = r"""
@@ -102,10 +103,22 @@ class _Tree:
         env = dict(os.environ, READERS_CPU=str(cpu), READERS_OBJECTS=objects)
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join([root, os.path.join(root, "plugins")])
+        # stderr to a file, not a pipe: nobody reads it while the probe runs (a full pipe would
+        # block the probe), and it is what to show when the probe dies.
+        self.errors = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, "-c", PROBE], env=env,
                                      cwd=root or os.getcwd(), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.objects = {name.replace("_", " ") for name in self.proc.stdout.readline().split()}
+                                     stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        first_line = self.proc.stdout.readline()
+        if not first_line:
+            # A tree that cannot be imported (unbuilt, or its files gone) would otherwise leave
+            # an empty table that reads like "nothing to compare".
+            self.proc.wait()
+            self.errors.seek(0)
+            raise RuntimeError(f"the probe of tree {root or os.getcwd()!r} exited "
+                               f"({self.proc.returncode}) before timing anything:\n"
+                               + self.errors.read()[-2000:])
+        self.objects = {name.replace("_", " ") for name in first_line.split()}
 
     def block(self, name: str) -> float:
         """ns per view over one block of views of ``name``."""
@@ -116,12 +129,18 @@ class _Tree:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait()
+        self.errors.close()
 
 
 def _one_pair(before_root: str | None, cpu: int, blocks: int,
               objects: str) -> dict[str, dict[str, list]]:
     """Block times of both trees, per object, from one pair of fresh interpreters."""
-    before, after = _Tree(before_root, cpu, objects), _Tree(None, cpu, objects)
+    before = _Tree(before_root, cpu, objects)
+    try:
+        after = _Tree(None, cpu, objects)
+    except BaseException:
+        before.close()
+        raise
     results = {}
     try:
         for name in sorted(before.objects & after.objects):
@@ -186,7 +205,11 @@ def main() -> int:
         before_root, title = os.path.abspath(args.before), f"this tree against {args.before}"
     else:
         parser.error("give BEFORE_TREE or --control")
-    results = measure(before_root, args.cpu, args.blocks, args.processes, args.objects)
+    try:
+        results = measure(before_root, args.cpu, args.blocks, args.processes, args.objects)
+    except RuntimeError as exc:
+        print(f"readers_before_after: {exc}", file=sys.stderr)
+        return 1
     print(f"{title}: after / before; {args.processes} pairs of interpreters, {args.blocks} "
           f"block pairs per object each, on CPU {args.cpu}\n")
     print("| object | pairs: median | pairs: quartiles | best: median | best: range "

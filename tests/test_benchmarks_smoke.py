@@ -393,3 +393,31 @@ def test_the_jax_first_reads_script_runs_and_reports_both_sides():
                           "--arrays", "32", "--rounds", "2"], capture_output=True, text=True,
                          check=True, env=_env(), timeout=300).stdout
     assert "to(x, 'numpy')" in out and "np.asarray" in out and "ours / np.asarray" in out
+
+
+def _readers_before_after(*args: str) -> subprocess.CompletedProcess:
+    cpu = str(min(os.sched_getaffinity(0)))
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "readers_before_after.py"),
+                           *args, "--cpu", cpu, "--blocks", "4", "--processes", "1",
+                           "--objects", "numpy"],
+                          capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300)
+
+
+def test_the_readers_before_after_script_times_a_tree_against_itself():
+    out = _readers_before_after("--control")
+    assert out.returncode == 0, out.stderr
+    assert "this tree against itself" in out.stdout
+    assert "| numpy |" in out.stdout
+
+
+def test_the_readers_before_after_script_names_a_tree_it_cannot_import(tmp_path):
+    # The failure once met on a reused machine: the older tree's Python files were gone, and
+    # the script printed an empty table as if there was nothing to compare.
+    (tmp_path / "interop_core").mkdir()
+    (tmp_path / "interop_core" / "__init__.py").write_text(
+        "raise ImportError('this tree is deliberately broken')\n")
+    out = _readers_before_after(str(tmp_path))
+    assert out.returncode == 1
+    assert str(tmp_path) in out.stderr
+    assert "this tree is deliberately broken" in out.stderr
+    assert "| numpy |" not in out.stdout
