@@ -251,7 +251,6 @@ def test_200k_view_export_consume_round_trips_leak_nothing(loop):
     assert traced_after - traced_before < 128 * 1024
 
 
-
 def _recycling_sources():
     """framework -> (make(shape), address of element 0, strides in elements), for those here."""
     def numpy_make(shape):
