@@ -123,6 +123,15 @@ def exchange_api(tp):
                                                                    b"dlpack_exchange_api"))
 
 
+# Every FakeTensor, for the rest of the process.  A real producer's deleter and managed struct
+# outlive every consumer; a fake's are ctypes objects in a reference cycle with the fake (the
+# callbacks hold its bound methods), so when a consumer's view becomes garbage together with the
+# fake (a test that skips or fails while both are alive), the collector may free the callback
+# before the view releases the tensor and calls it (seen on Python 3.12: a segfault in the next
+# test's gc.collect()).  Kept here, they are never garbage.
+_PRODUCERS = []
+
+
 class FakeTensor:
     """A hand-made DLPack producer over `buffer` (an object with ``ctypes.data``, e.g. numpy).
 
@@ -155,6 +164,7 @@ class FakeTensor:
         self.managed.deleter = self._deleter
         self.name = b"dltensor_versioned" if versioned else b"dltensor"
         self._destructor = _DESTRUCTOR(self._destroy)
+        _PRODUCERS.append(self)
 
     def _delete(self, _ptr):
         self.deleted += 1

@@ -1,5 +1,6 @@
 # Copy plans (see _coalesce.pxd).
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from libc.stdint cimport int64_t, uintptr_t
 
 from ..core._record cimport MAX_NDIM

@@ -17,6 +17,7 @@
 # cost has a budget: small copies on a stream) skip the plan: one cuMemcpyAsync, with the
 # device's context entered once for the orderings and the memcpy (_copy_dense_on_device).
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from libc.stdint cimport int64_t, intptr_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 

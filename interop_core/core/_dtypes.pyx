@@ -7,6 +7,7 @@
 # the first call it is one dict lookup.  Only successes are cached, which bounds every cache by the
 # number of valid spellings.
 
+from . cimport _refcount  # 64-bit reference-count increments: see the file
 import sys
 
 from cpython.object cimport PyObject

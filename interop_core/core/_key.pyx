@@ -18,6 +18,7 @@
 # Equal keys mean equal words, so the tags keep a tensor's words from ever reading as another
 # argument's.
 
+from . cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT32_MAX, INT32_MIN, int64_t, uint64_t

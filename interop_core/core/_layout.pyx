@@ -14,6 +14,7 @@
 #   dimensions from the slowest varying (largest |stride|) to the fastest (stride 1):
 #   "C" is (0, 1, ..., n-1), "F" is (n-1, ..., 1, 0).
 
+from . cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
 from cpython.number cimport PyNumber_Index

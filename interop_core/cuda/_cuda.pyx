@@ -1,5 +1,6 @@
 # The CUDA driver, loaded lazily from libcuda on first need (see _cuda.pxd).
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from libc.stdint cimport int32_t, intptr_t, uintptr_t
 from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym
 

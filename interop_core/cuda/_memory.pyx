@@ -3,6 +3,7 @@
 # Symbols are resolved from _cuda's libcuda on first use (one dlopen per process).  Struct
 # layouts below are written from the CUDA driver API reference (CUDA_MEMCPY2D, CUDA_MEMCPY3D).
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset

@@ -4,6 +4,7 @@
 # per process), on the first load_ptx.  Modules live in a device's primary context, the context
 # torch, cupy, jax and numba use, so kernels launched here run on those frameworks' streams.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.bytes cimport PyBytes_AS_STRING
 from libc.stdint cimport intptr_t, uintptr_t
 from libc.string cimport strlen

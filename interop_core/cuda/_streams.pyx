@@ -11,6 +11,7 @@
 # A cleared weak reference names no object, so a new object at a freed one's address never
 # matches.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.long cimport PyLong_AsUnsignedLongLong
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF

@@ -12,6 +12,7 @@
 # that, held alive by the reader's keep-alive (the source itself, or what holds its memory).
 # A view object would only be made, filled, read back and freed again (~0.1 us).
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from ..core._record cimport ViewRecord, extents_free, record_init
 from ..core._view cimport StridedMemoryView
 from ..registry._registry cimport CExporter, export_record, read_unordered, view_object

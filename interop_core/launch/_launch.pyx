@@ -10,6 +10,7 @@
 #   pointers[i]  values[i] for a tensor  | &values[i]                       | NULL
 #   params[i]    &values[i], always (cuLaunchKernel's kernelParams: a pointer to each value)
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, Py_buffer
 from cpython.float cimport PyFloat_Check

@@ -6,6 +6,7 @@
 # tuple of small C records, and each call only looks at the designated positions / keywords and
 # calls the registry's view entry point (or build_launch_args) directly, without a Python call.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_New, PyDict_SetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject

@@ -28,6 +28,7 @@
 #   its SetError callback (a view library allocates nothing); current_work_stream reports
 #   the default (NULL) stream.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.exc cimport PyErr_Occurred, PyErr_SetObject
 from cpython.object cimport PyObject

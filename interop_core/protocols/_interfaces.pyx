@@ -6,6 +6,7 @@
 # anything else.  On error a reader may leave the record half-filled; the caller discards the
 # view, whose __dealloc__ frees any extents storage.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
     PyBUF_ANY_CONTIGUOUS,

@@ -7,6 +7,7 @@
 # releases it, so a reader sees either the old table or the new one.  An entry in use is held by
 # a strong reference for the duration of its call, so a concurrent unregister cannot free it.
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.object cimport Py_TYPE, PyObject
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact,

@@ -16,6 +16,7 @@
 # a fallback on the documented API, and the core's one validation mechanism
 # (registry/_validation.py) compares the two on canaries on the type's first shards().
 
+from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
