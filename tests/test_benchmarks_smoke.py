@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -421,3 +422,19 @@ def test_the_readers_before_after_script_names_a_tree_it_cannot_import(tmp_path)
     assert str(tmp_path) in out.stderr
     assert "this tree is deliberately broken" in out.stderr
     assert "| numpy |" not in out.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("cc") is None
+                    or shutil.which("nm") is None or shutil.which("objdump") is None,
+                    reason="needs Linux, cc, nm and objdump")
+def test_the_view_profiler_names_the_functions_of_a_view_call(tmp_path):
+    annotated = tmp_path / "annotated.txt"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_view.py"),
+                          "--seconds", "0.5", "--annotate", str(annotated)],
+                         capture_output=True, text=True, env=_env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "ns per view unsampled" in out.stdout
+    # The registry's dispatch and numpy's reader take part in every view(numpy) call.
+    assert "_registry" in out.stdout and "read_ndarray" in out.stdout
+    text = annotated.read_text()
+    assert text.startswith("== ") and "samples" in text

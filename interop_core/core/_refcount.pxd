@@ -7,9 +7,9 @@
 # for it.  Our hot paths increment and release the same objects a few instructions apart: Cython's
 # `return v` for a local `v` is exactly that (an increment for the caller, then the local's
 # release), and a view keeps its owner with an increment that the caller's release of its
-# argument follows.  SIGPROF samples of a view(numpy) loop on the H100 host (Intel Xeon, family 6
-# model 207, Python 3.12) put 15-18 % of the call on the two loads right after such returns; the
-# dev VM (AMD EPYC, Python 3.12) shows the same.
+# argument follows.  Timer samples of a view(numpy) loop (benchmarks/profile_view.py) put 18-28 %
+# of the call on the two loads right after such returns on the H100 host (Intel Xeon, family 6
+# model 207, Python 3.12), 16 % on the dev VM (AMD EPYC, Python 3.12).
 #
 # Here Py_INCREF, Py_XINCREF, Py_NewRef and Py_XNewRef load and store all 64 bits, so the release
 # that follows reads its value from the store buffer.  They skip immortal objects with
