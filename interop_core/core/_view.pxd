@@ -13,7 +13,8 @@ cdef class StridedMemoryView:
                                  # buffer holder, or the owner itself; released when the view dies
     # Caches for .dtype / .shape / .strides / .strides_in_bytes, built on first read: a view's
     # metadata never changes once it is returned, so launchers reading it on every call pay for
-    # one object per view.  Owned references, NULL until first read, released in __dealloc__.
+    # one object per view.  Owned references, NULL until first read, released when the view dies
+    # (_release_and_dealloc in _view.pyx).
     # Raw pointers rather than object fields: an object field starts as None, and the None
     # reference counting of four more fields on every view's creation and death cost more than
     # the reader itself (a chain of dependent writes to one counter).  They can hold only a numpy
