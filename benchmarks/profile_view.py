@@ -76,6 +76,7 @@ class Symbols:
         self.maps.sort()
         self.starts = [m[0] for m in self.maps]
         self.tables = {}                    # path -> (addresses, [(address, size, name)])
+        self.fixed = {}                     # path -> whether it is linked at a fixed address
 
     def table(self, path: str):
         if path not in self.tables:
@@ -99,10 +100,11 @@ class Symbols:
     def relative(self, path: str, address: int) -> int:
         # A position-independent object's symbols are offsets from its load address; an
         # executable linked at a fixed address (ELF type 2) names absolute addresses.
-        with open(path, "rb") as f:
-            header = f.read(18)
-        fixed = len(header) == 18 and int.from_bytes(header[16:18], "little") == 2
-        return address if fixed else address - self.load_base[path]
+        if path not in self.fixed:
+            with open(path, "rb") as f:
+                header = f.read(18)
+            self.fixed[path] = len(header) == 18 and int.from_bytes(header[16:18], "little") == 2
+        return address if self.fixed[path] else address - self.load_base[path]
 
     def name(self, address: int):
         i = bisect.bisect_right(self.starts, address) - 1

@@ -1066,11 +1066,7 @@ cdef void _release_and_dealloc(PyObject* o) noexcept:
     Py_XDECREF((<StridedMemoryView> o)._shape)
     Py_XDECREF((<StridedMemoryView> o)._strides)
     Py_XDECREF((<StridedMemoryView> o)._strides_in_bytes)
-    (<StridedMemoryView> o)._numpy_dtype = NULL
-    (<StridedMemoryView> o)._shape = NULL
-    (<StridedMemoryView> o)._strides = NULL
-    (<StridedMemoryView> o)._strides_in_bytes = NULL
-    _generated_dealloc(o)
+    _generated_dealloc(o)       # frees the memory, or clears it for the freelist's next view
 
 
 _generated_dealloc = (<PyTypeObject*> StridedMemoryView).tp_dealloc
