@@ -1037,8 +1037,11 @@ cdef class StridedLayout:
         """
         cdef int perm[MAX_NDIM]
         cdef int i
+        cdef tuple t = PyTuple_New(self.ext.ndim)
         _stride_order(&self.ext, perm)
-        return tuple([perm[i] for i in range(self.ext.ndim)])
+        for i in range(self.ext.ndim):
+            _tuple_set_item(t, i, _long_from_int64(perm[i]))
+        return t
 
     @property
     def is_contiguous_c(self):
