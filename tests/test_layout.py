@@ -715,6 +715,18 @@ def test_merged_rejects_bad_ranges_and_masks(kwargs, exc, match):
         StridedLayout((2, 3, 4)).merged(**kwargs)
 
 
+def test_merged_with_64_dims_takes_a_64_bit_mask():
+    layout = StridedLayout.dense((2, 1) * 31 + (1, 4), 1)[..., ::3]  # last dim: stride 3
+    assert layout.ndim == 64
+    assert layout.merge_mask == (1 << 63) - 2  # every dim merges but the last
+    assert layout.merged() == StridedLayout((2**31, 2), (4, 3))
+    assert layout.merged(mask=(1 << 64) - 1) == layout.merged()
+    assert layout.merged(62, 63, mask=(1 << 64) - 1).shape == (2, 1) * 31 + (2,)  # 1 joins
+    assert layout.merged(mask=1 << 62).shape == (2, 1) * 30 + (2, 1, 2)
+    with pytest.raises(ValueError, match="bits outside the 64 dims"):
+        layout.merged(mask=1 << 64)
+
+
 def test_flattened_rejects_start_after_end():
     with pytest.raises(ValueError):
         StridedLayout((2, 3, 4)).flattened(2, 1)

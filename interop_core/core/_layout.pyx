@@ -234,7 +234,8 @@ cdef int _dense_strides(int ndim, const int64_t* shape, const int* perm,
 
 
 cdef inline bint _slower(const Extents* e, int a, int b) noexcept nogil:
-    """Whether dim `a` comes before dim `b` in the stride order (a < b in index)."""
+    """Whether dim `a` is strictly slower than dim `b`: a larger |stride|, or an equal one and a
+    larger extent (full ties keep index order: the sort is stable)."""
     cdef int64_t sa = _abs64(e.strides[a]), sb = _abs64(e.strides[b])
     if sa != sb:
         return sa > sb
@@ -629,6 +630,15 @@ cdef int _reshape_strides(const Extents* e, int n, const int64_t* newshape,
     return 1
 
 
+cdef inline uint64_t _all_axes_mask(int ndim) noexcept nogil:
+    """Bits 1..ndim-1: every dim but the first may merge into the one before it."""
+    if ndim <= 1:
+        return 0
+    if ndim == 64:
+        return ~(<uint64_t> 1)
+    return ((<uint64_t> 1) << ndim) - 2
+
+
 cdef uint64_t extents_merge_mask(const Extents* e) noexcept nogil:
     cdef uint64_t mask = 0
     cdef int64_t product
@@ -643,15 +653,6 @@ cdef uint64_t extents_merge_mask(const Extents* e) noexcept nogil:
         if e.shape[i] != 1:
             prev = i
     return mask
-
-
-cdef inline uint64_t _all_axes_mask(int ndim) noexcept nogil:
-    """Bits 1..ndim-1: every dim but the first may merge into the one before it."""
-    if ndim <= 1:
-        return 0
-    if ndim == 64:
-        return ~(<uint64_t> 1)
-    return ((<uint64_t> 1) << ndim) - 2
 
 
 cdef int _merge_extents(const Extents* e, uint64_t allowed, int64_t* shp, int64_t* st,
@@ -707,14 +708,16 @@ cdef inline int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
 
 cdef uint64_t _to_address(object data_ptr) except? 0xFFFFFFFFFFFFFFFF:
     """A data pointer as an unsigned 64-bit address (a negative int is taken as intptr_t)."""
-    cdef int64_t signed
-    if PyLong_CheckExact(data_ptr) and data_ptr >= 0:
-        try:
-            return PyLong_AsUnsignedLongLong(data_ptr)
-        except OverflowError:
-            raise ValueError(f"data_ptr = {data_ptr} does not fit in 64 bits") from None
-    signed = _to_int64(data_ptr, "data_ptr")
-    return <uint64_t> signed
+    if not PyLong_CheckExact(data_ptr):
+        if isinstance(data_ptr, bool) or not hasattr(data_ptr, "__index__"):
+            raise TypeError(f"data_ptr must be an integer, got {type(data_ptr).__name__}")
+        data_ptr = PyNumber_Index(data_ptr)
+    if data_ptr < 0:
+        return <uint64_t> _to_int64(data_ptr, "data_ptr")
+    try:
+        return PyLong_AsUnsignedLongLong(data_ptr)
+    except OverflowError:
+        raise ValueError(f"data_ptr = {data_ptr} does not fit in 64 bits") from None
 
 
 cdef StridedLayout layout_merged(StridedLayout self, uint64_t allowed):
@@ -744,7 +747,7 @@ cdef StridedLayout layout_repacked(StridedLayout self, int64_t isz, uint64_t dat
     cdef int64_t st[MAX_NDIM]
     cdef int64_t old = self.itemsize, axis_bytes, offset_bytes, stride_bytes
     cdef int nd = self.ext.ndim, i, ax, out = 0
-    cdef bint empty
+    cdef bint empty, overflow
     if isz <= 0:
         raise ValueError(f"new_itemsize must be > 0, got {isz}")
     if isz == old:
@@ -766,7 +769,8 @@ cdef StridedLayout layout_repacked(StridedLayout self, int64_t isz, uint64_t dat
                                        f"of {isz}")
     if _mul_ovf(self.slice_offset, old, &offset_bytes) or offset_bytes % isz != 0:
         raise _repack_error(self, isz, f"slice_offset {self.slice_offset} is "
-                                       f"{self.slice_offset * old} bytes, not a multiple of {isz}")
+                                       f"{<object> self.slice_offset * old} bytes, not a multiple "
+                                       f"of {isz}")
     for i in range(nd):
         if i == ax:
             if keep_dim or axis_bytes != isz:
@@ -775,16 +779,14 @@ cdef StridedLayout layout_repacked(StridedLayout self, int64_t isz, uint64_t dat
                 out += 1
             continue
         shp[out] = self.ext.shape[i]
-        if _mul_ovf(self.ext.strides[i], old, &stride_bytes):
-            stride_bytes = 0 if (empty or shp[out] == 1) else -1
-            if stride_bytes < 0:
-                raise _repack_error(self, isz, f"dim {i}'s stride in bytes overflows int64")
+        overflow = _mul_ovf(self.ext.strides[i], old, &stride_bytes)
         if empty or shp[out] == 1:
             # No offset depends on this stride, so any value is right: keep it near in bytes.
-            st[out] = _floordiv(stride_bytes, isz)
-        elif stride_bytes % isz != 0:
-            raise _repack_error(self, isz, f"dim {i} has a stride of {stride_bytes} bytes, not "
-                                           f"a multiple of {isz}")
+            st[out] = 0 if overflow else _floordiv(stride_bytes, isz)
+        elif overflow or stride_bytes % isz != 0:
+            raise _repack_error(self, isz, f"dim {i} has a stride of "
+                                           f"{<object> self.ext.strides[i] * old} bytes, not a "
+                                           f"multiple of {isz}")
         else:
             st[out] = stride_bytes // isz
         out += 1
@@ -849,7 +851,7 @@ cdef uint64_t _parse_mask(object mask, int ndim) except? 1:
     if isinstance(mask, bool) or not hasattr(mask, "__index__"):
         raise TypeError(f"mask must be an int, got {type(mask).__name__}")
     mask = PyNumber_Index(mask)
-    if mask < 0 or mask >= (1 << ndim):
+    if mask < 0 or mask >= (<object> 1) << ndim:
         raise ValueError(f"mask {mask:#x} has bits outside the {ndim} dims of the layout "
                          f"(bit i stands for dim i)")
     m = PyLong_AsUnsignedLongLong(mask)
