@@ -1055,6 +1055,7 @@ def test_import_and_layout_use_do_not_import_numpy():
         "a = StridedLayout.dense((4, 6, 8), 4, (2, 0, 1))\n"
         "b = a[1:, :, None].permuted((0, 2, 3, 1)).repacked(8)\n"
         "b.is_unique, b.stride_order, b.required_size_in_bytes, hash(b), repr(b)\n"
+        "b.merged(), b.merge_mask, b.max_compatible_itemsize(32), b.repacked(2, 16, -1)\n"
         "leaked = sorted(m for m in ('numpy', 'torch', 'jax', 'cupy', 'numba') if m in sys.modules)\n"
         "assert not leaked, leaked\n"
     )
