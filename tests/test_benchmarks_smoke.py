@@ -628,3 +628,22 @@ def _cuda_device_count() -> int:
     except Exception:
         return 0
 
+
+# -- the recorded results ---------------------------------------------------------------------
+
+
+def test_the_published_pages_are_what_the_recorded_results_give():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "publish.py"), "--check"],
+                         capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_recorded_results_are_one_page_per_machine_with_date_and_versions():
+    results = ROOT / "benchmarks" / "results"
+    assert sorted(p.name for p in results.glob("*.json")) == ["cpu.json", "gpu.json",
+                                                              "gpu2.json"]
+    assert sorted(p.name for p in results.glob("*.md")) == ["cpu.md", "gpu.md", "gpu2.md"]
+    for path in results.glob("*.json"):
+        env = json.loads(path.read_text())["environment"]
+        assert env["date"] and env["versions"]["interop_core"] and env["python"], path.name
+    assert json.loads((results / "gpu2.json").read_text())["environment"]["gpus"] == 2
