@@ -25,13 +25,15 @@ must know about the run, e.g. a loaded host) is shown under the page's header.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if importlib.util.find_spec("interop_core") is None:
+    sys.path.insert(0, str(ROOT))           # this checkout, built in place, not installed
 
 from interop_core.bench._harness import Measurement  # noqa: E402
 from interop_core.bench._report import (  # noqa: E402
