@@ -38,7 +38,7 @@ if importlib.util.find_spec("interop_core") is None:
 from interop_core.bench._harness import Measurement  # noqa: E402
 from interop_core.bench._report import (  # noqa: E402
     SECTION_TITLES,
-    _fmt_ns,
+    _time,
     budget_rows,
     environment_line,
     format_markdown,
@@ -117,7 +117,7 @@ def results_page(run: Run) -> str:
 def _rule(row: dict) -> str:
     """A budget as its rule: ns, or the path of the same run it is relative to."""
     if row["budget_path"] is None:
-        return _fmt_ns(row["budget_ns"]) + " ns"
+        return _time(row["budget_ns"])
     factor, plus = row.get("budget_factor", 1.0), row.get("budget_plus", 0.0)
     rule = row["budget_path"]
     if factor != 1.0:
@@ -132,11 +132,12 @@ def _cell(row: dict | None) -> str:
         return "—"
     if row["ours_ns"] is None:
         return "failed" if row["ours_note"] else "not measured"
-    text = f"{_fmt_ns(row['ours_ns'])} ns, {'within' if within_budget(row) else '**over**'}"
-    timed = [p for p in row["peers"] if p["ns"] is not None]
+    text = f"{_time(row['ours_ns'])}, {'within' if within_budget(row) else '**over**'}"
+    # Another library's paths only: a row's reference paths may be interop-core's own.
+    timed = [p for p in row["peers"] if p["ns"] is not None and not p.get("ours")]
     if timed:
         best = min(timed, key=lambda p: p["ns"])
-        text += f"; {best['name']}: {_fmt_ns(best['ns'])} ns"
+        text += f"; {best['name']}: {_time(best['ns'])}"
     return text.replace("|", "/")
 
 

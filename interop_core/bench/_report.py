@@ -274,7 +274,7 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
 
 
 def _peer(r: Measurement) -> dict:
-    return {"name": r.name, "ns": r.ns, "note": r.note, "status": r.status}
+    return {"name": r.name, "ns": r.ns, "note": r.note, "status": r.status, "ours": r.ours}
 
 
 def _fraction_rows(results: list[Measurement]) -> list[dict]:
@@ -664,9 +664,16 @@ def plot_section(results: list[Measurement], section: str, path: str, title: str
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(y - 0.7 + 0.2, -0.8)
     ax.set_xscale("log")
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    # Ticks at 1, 2, 5 of each decade, labelled as times: a range of less than two decades
+    # would otherwise get overlapping scientific labels on its minor ticks.
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: _time(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(axis="x", which="both", alpha=0.25)
     ax.tick_params(axis="x", labelsize=7.5)
-    ax.set_xlabel("ns per call (log scale)", fontsize=8)
+    ax.set_xlabel("time per call (log scale)", fontsize=8)
     kinds = {bar[3] for bar in bars}
     ax.legend(handles=[Patch(color=colors[k], label=text) for k, text in (
         ("ours", "interop-core"), ("peer", "fastest other library"),
