@@ -37,6 +37,8 @@ __all__ = [
     "view",
     "viewable",
 ]
+# The one place the version is written: pyproject.toml reads it from here (setuptools'
+# dynamic `attr`), and CHANGELOG.md names it.
 __version__ = "0.1.0"
 
 

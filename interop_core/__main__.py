@@ -1,15 +1,16 @@
-"""``python -m interop_core``: a short tour of views over the frameworks installed here.
+"""python -m interop_core: a short tour of views over the frameworks installed here.
 
 With no subcommand, each installed framework hands a tensor to interop-core; the demo prints the
 view, proves it is zero-copy by writing through an export of it, and hands it on to the next
-framework.  ``plugins`` lists the plugins interop-core knows of and their status; ``doctor``
-reports the Python, the frameworks and the CUDA driver and devices found here; ``bench`` times
-interop-core beside every peer installed here (see ``python -m interop_core bench --help``).
+framework.  "plugins" lists the plugins interop-core knows of and their status; "doctor"
+reports the Python, the frameworks and the CUDA driver and devices found here; "bench" times
+interop-core beside every peer installed here (python -m interop_core bench --help).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -18,7 +19,7 @@ import time
 
 from . import StridedMemoryView, __version__
 
-__all__ = ["main"]
+__all__ = ["REFERENCE_WIDTH", "build_parser", "main", "reference_markdown"]
 
 
 def _installed(name: str) -> bool:
@@ -353,6 +354,78 @@ def _bench_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
+def build_parser(width: int | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, subcommands included.
+
+    Parameters
+    ----------
+    width : int, optional
+        Wrap help text at this many columns (the terminal's width when None); the reference
+        in ``docs/cli.md`` is generated at a fixed width.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    raw, formatter = argparse.RawDescriptionHelpFormatter, argparse.HelpFormatter
+    if width is not None:
+        raw = functools.partial(raw, width=width)
+        formatter = functools.partial(formatter, width=width)
+    parser = argparse.ArgumentParser(prog="python -m interop_core", description=__doc__,
+                                     formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"interop-core {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="{plugins,doctor,bench}")
+    plugins = commands.add_parser("plugins", help="list plugins: types claimed, status",
+                                  description="Every plugin interop-core knows of: its "
+                                              "distribution, version, status and the types it "
+                                              "claims.", formatter_class=formatter)
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor = commands.add_parser("doctor", help="Python, frameworks, CUDA driver and devices",
+                                 description="What a bug report needs: the Python, "
+                                             "interop-core, the frameworks, the CUDA driver and "
+                                             "devices, the plugins and the fast readers.",
+                                 formatter_class=formatter)
+    doctor.add_argument("--import", dest="do_import", action="store_true",
+                        help="import each installed framework (slow) and report what it says")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    bench = commands.add_parser("bench", help="time interop-core beside every peer installed",
+                                description="Time interop-core beside every peer installed "
+                                            "here, in one process and run; print the results "
+                                            "page (markdown) on stdout and the progress on "
+                                            "stderr.", formatter_class=formatter)
+    _bench_arguments(bench)
+    return parser
+
+
+#: The width the reference in docs/cli.md is wrapped at.
+REFERENCE_WIDTH = 100
+
+
+def reference_markdown() -> str:
+    """The command-line reference of ``docs/cli.md``: every command's ``--help`` and the bench
+    sections, generated from the parser (``python docs/cli_reference.py`` writes it there).
+
+    Returns
+    -------
+    str
+    """
+    from .bench._report import SECTION_TITLES
+
+    parser = build_parser(REFERENCE_WIDTH)
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    parts = ["### `python -m interop_core --help`", "```text\n" + parser.format_help().strip()
+             + "\n```"]
+    for name, sub in commands.choices.items():
+        parts += [f"### `python -m interop_core {name} --help`",
+                  "```text\n" + sub.format_help().strip() + "\n```"]
+    from .bench import SECTIONS
+
+    rows = ["| section | what it measures |", "| --- | --- |"]
+    rows += [f"| `{name}` | {SECTION_TITLES[name]} |" for name in SECTIONS]
+    parts += ["### Bench sections (`--section NAME`)", "\n".join(rows)]
+    return "\n\n".join(parts) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
@@ -365,18 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
     """
-    parser = argparse.ArgumentParser(prog="python -m interop_core", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", metavar="{plugins,doctor,bench}")
-    plugins = commands.add_parser("plugins", help="list plugins: types claimed, status")
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
-    doctor = commands.add_parser("doctor", help="Python, frameworks, CUDA driver and devices")
-    doctor.add_argument("--import", dest="do_import", action="store_true",
-                        help="import each installed framework (slow) and report what it says")
-    doctor.add_argument("--json", action="store_true", help="machine-readable output")
-    bench = commands.add_parser("bench", help="time interop-core beside every peer installed")
-    _bench_arguments(bench)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "bench":
         from .bench import run_command
 

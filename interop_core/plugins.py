@@ -617,15 +617,44 @@ def exporter_for(target: Any) -> tuple[Callable, bool, str]:
             name = _exporter_names_by_type.get(target)
             if name is None:
                 raise ValueError(
-                    f"no plugin exports to {target.__module__}.{target.__qualname__}; known "
-                    f"targets: {sorted(_exporters)}")
+                    f"no plugin exports to {target.__module__}.{target.__qualname__}; "
+                    f"{_known_targets()}")
             target = name
         if not isinstance(target, str):
             raise TypeError(f"target must be a name or a type, got {type(target).__name__}")
         exporter = _exporters.get(target)
         if exporter is None:
-            raise ValueError(f"no plugin exports to {target!r}; known targets: {sorted(_exporters)}")
+            raise ValueError(f"no plugin exports to {target!r}; {_known_targets()}")
         return (*exporter, target)
+
+
+def _framework_importable(packages: set[str]) -> bool:
+    """Whether any of these top-level packages can be imported here (none is imported)."""
+    import importlib.util
+
+    for package in packages:
+        try:
+            if importlib.util.find_spec(package) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def _known_targets() -> str:
+    """The exporter targets for an error message: those usable here apart from those whose
+    framework is not installed (called with _lock held)."""
+    usable, absent = [], []
+    for name in sorted(_exporters):
+        declaration = _exporter_declarations.get(name)
+        packages = {_type_path(t).partition(":")[0].split(".")[0]
+                    for t in (declaration.types if declaration is not None else ())}
+        # A target that names no types cannot be checked: it is listed as usable.
+        (usable if not packages or _framework_importable(packages) else absent).append(name)
+    text = f"known targets: {', '.join(usable) or 'none'}"
+    if absent:
+        text += f" (installed); {', '.join(absent)} (framework not installed here)"
+    return text
 
 
 def shard_assembler_for(target: str) -> Callable | None:
@@ -666,7 +695,8 @@ def plugin_status() -> list[PluginInfo]:
             if status == "loaded" and packages:
                 missing = [pkg for pkg in packages if importlib.util.find_spec(pkg) is None]
                 if len(missing) == len(packages):
-                    status, reason = "framework not installed", f"{', '.join(missing)} not installed"
+                    # The status says "not installed"; the reason names what is missing.
+                    status, reason = "framework not installed", ", ".join(missing)
             infos.append(PluginInfo(name, p.distribution, p.version, claims, exporters, status,
                                     reason))
         return infos

@@ -71,7 +71,7 @@ fi
 if [ "$step" = all ] || [ "$step" = bench ]; then
 echo "== benchmarks"
 # One run over host and CUDA objects (--device all): the page, the raw results and the chart.
-# The lead copies gpu.{md,json,png} into benchmarks/results/ and runs benchmarks/publish.py.
+# Publish: copy gpu.json into benchmarks/results/ and run benchmarks/publish.py (page, charts).
 python3 -m interop_core bench --device all --markdown "$OUT/gpu.md" --json "$OUT/gpu.json" \
   $(python3 -c "import matplotlib" 2>/dev/null && echo --plot "$OUT/gpu.png") \
   > "$OUT/bench.txt" 2>&1 || { tail -20 "$OUT/bench.txt"; status=1; }

@@ -19,15 +19,8 @@
 #                     compiled sharded path validated on the GPUs; prints the shards budget rows
 #   status.txt        one line per part: its name and exit status
 #
-# To publish the bench: copy $OUT/gpu2_shards.md and $OUT/gpu2_shards.json into
-# benchmarks/results/ (those two names), and include the page in docs/performance.md (the docs
-# test wants every benchmarks/results/*.md included), at the end, like the other runs:
-#
-#   ## Sharded arrays on two GPUs (H200 x2)
-#
-#   ```{include} ../benchmarks/results/gpu2_shards.md
-#   :heading-offset: 2
-#   ```
+# To publish the bench: copy $OUT/gpu2_shards.json to benchmarks/results/gpu2.json and run
+# python benchmarks/publish.py (the two-GPU page, its charts and docs/performance.md).
 #
 #   OUT=/some/dir bash scripts/gpu_check_2gpu.sh [all|tests|bench]
 #

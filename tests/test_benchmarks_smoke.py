@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from interop_core.bench import SECTIONS
+from interop_core.bench import SECTIONS, summary
 from interop_core.bench._cases import Case, run_case, run_group
 from interop_core.bench._harness import (
+    FAILED,
+    NOT_APPLICABLE,
+    OK,
     QUICK,
     Measurement,
     bound,
@@ -31,7 +34,11 @@ from interop_core.bench._report import (
     budget_rows,
     budget_text,
     format_budget,
+    format_markdown,
     format_section,
+    headline_rows,
+    machine_label,
+    section_rows,
     within_budget,
 )
 
@@ -160,15 +167,27 @@ def test_quick_run_records_environment_and_import_without_frameworks(quick_run):
     assert imp["extra"]["imported"] == [], imp["note"]
 
 
-def test_plot_writes_a_png(tmp_path):
+def _plot_results() -> list[Measurement]:
+    return [Measurement("view", "view(numpy cpu)", "interop_core view()", 120.0, True),
+            Measurement("view", "view(numpy cpu)", "cuda.core from_dlpack", 900.0),
+            Measurement("view", "view(numpy cpu)", "broken peer", None, note="TypeError"),
+            Measurement("view", "view(torch cpu)", "torch __cuda_array_interface__ (dict only)",
+                        None, note="host memory", status=NOT_APPLICABLE),
+            Measurement("dispatch", "dispatch numpy cpu", "interop_core view()", 70.0, True),
+            Measurement("import", "import interop_core", "interop_core (fresh interpreter)",
+                        15e6, True)]
+
+
+def test_plot_writes_the_headline_and_a_chart_per_section(tmp_path):
     pytest.importorskip("matplotlib")
     from interop_core.bench._report import plot
 
-    results = [Measurement("view", "view(x cpu)", "interop_core view()", 120.0, True),
-               Measurement("view", "view(x cpu)", "peer", 900.0),
-               Measurement("view", "view(x cpu)", "broken peer", None, note="TypeError")]
-    plot(results, str(tmp_path / "c.png"), "t")
-    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    written = plot(_plot_results(), str(tmp_path / "c.png"), "t")
+    # The import section is one number: it has a table, not a chart.
+    assert written == {"headline": str(tmp_path / "c.png"), "view": str(tmp_path / "c-view.png"),
+                       "dispatch": str(tmp_path / "c-dispatch.png")}
+    for path in written.values():
+        assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plot_without_matplotlib_fails_clearly_before_running(tmp_path):
@@ -438,3 +457,193 @@ def test_the_view_profiler_names_the_functions_of_a_view_call(tmp_path):
     assert "_registry" in out.stdout and "read_ndarray" in out.stdout
     text = annotated.read_text()
     assert text.startswith("== ") and "samples" in text
+
+
+# -- paths that cannot run here, and the closing count ----------------------------------------
+
+
+def test_quick_run_reports_cuda_only_peer_paths_of_host_objects_as_not_applicable(quick_run):
+    result, data, page = quick_run
+    cai = [r for r in data["results"] if r["name"].endswith("__cuda_array_interface__ (dict only)")]
+    for framework in ("torch", "jax"):
+        if __import__("importlib").util.find_spec(framework) is not None:
+            assert any(r["group"] == f"view({framework} cpu)" for r in cai), framework
+    for r in cai:
+        assert (r["status"], r["ns"]) == (NOT_APPLICABLE, None), r
+        assert "host memory" in r["note"]
+    assert all(r["status"] in (OK, FAILED, NOT_APPLICABLE) for r in data["results"])
+    assert all((r["status"] == OK) == (r["ns"] is not None) for r in data["results"])
+    counts = {s: sum(r["status"] == s for r in data["results"]) for s in (OK, NOT_APPLICABLE,
+                                                                          FAILED)}
+    closing = next(line for line in result.stderr.splitlines() if line.startswith("bench: "))
+    assert (f"{len(data['results'])} paths in " in closing
+            and f": {counts[OK]} timed, {counts[NOT_APPLICABLE]} not applicable, "
+                f"{counts[FAILED]} failed" in closing), closing
+    assert "| not applicable |" in page
+
+
+def test_a_path_marked_not_applicable_is_reported_without_being_called():
+    def must_not_run():
+        raise AssertionError("called")
+
+    cases = [Case("view", "view(x cpu)", "ours", lambda: None, ours=True),
+             Case("view", "view(x cpu)", "cuda-only peer", must_not_run,
+                  not_applicable="host memory: no CUDA interface")]
+    ours, peer = run_group(cases, QUICK)
+    assert ours.status == OK and ours.ns > 0
+    assert (peer.status, peer.ns, peer.note) == (NOT_APPLICABLE, None,
+                                                 "host memory: no CUDA interface")
+    assert run_case(cases[1], QUICK).status == NOT_APPLICABLE
+
+
+def test_a_failure_and_a_path_that_does_not_apply_are_told_apart():
+    rows = [Measurement("view", "g", "interop_core view()", 100.0, True),
+            Measurement("view", "g", "broken", None, note="TypeError: x"),
+            Measurement("view", "g", "cuda-only", None, note="host memory",
+                        status=NOT_APPLICABLE)]
+    table = format_section(rows).splitlines()
+    assert "| failed |" in table[3] and "| not applicable |" in table[4]
+    text = summary(rows, 3.0)
+    assert text.splitlines() == ["3 paths in 3 s: 1 timed, 1 not applicable, 1 failed",
+                                 "  not applicable: g: cuda-only: host memory",
+                                 "  failed: g: broken: TypeError: x"]
+
+
+def test_results_recorded_without_a_status_load_as_timed_or_failed():
+    timed = Measurement(**{"section": "view", "group": "g", "name": "n", "ns": 5.0})
+    failed = Measurement(**{"section": "view", "group": "g", "name": "n", "ns": None,
+                            "note": "TypeError: x"})
+    assert (timed.status, failed.status) == (OK, FAILED)
+    assert Measurement(**failed.as_dict()) == failed
+
+
+@pytest.mark.parametrize("ns, status", [(None, OK), (5.0, FAILED), (5.0, NOT_APPLICABLE),
+                                        (None, "skipped")])
+def test_a_measurement_refuses_a_status_that_contradicts_its_time(ns, status):
+    with pytest.raises(ValueError, match="status"):
+        Measurement("view", "g", "n", ns, status=status)
+
+
+# -- the headline figure's and the section charts' data ---------------------------------------
+
+
+def _rounds(ns: float) -> dict:
+    return {"rounds": [ns] * 5}
+
+
+def test_headline_divides_ours_by_the_fastest_other_library_and_scales_the_budget():
+    group = "view(numpy cpu)"
+    results = [Measurement("view", group, "interop_core view()", 50.0, True),
+               Measurement("view", group, "cuda.core from_dlpack", 500.0),
+               Measurement("view", group, "tvm_ffi.from_dlpack", 200.0),
+               Measurement("view", group, "np.from_dlpack", None, note="TypeError: x")]
+    (row,) = [r for r in headline_rows(results) if r["group"] == group]
+    assert (row["peer"], row["peer_ns"]) == ("tvm_ffi.from_dlpack", 200.0)
+    assert row["ratio"] == pytest.approx(0.25)
+    assert row["budget"] == pytest.approx(100 / 200)      # 100 ns budget, as a ratio
+    assert row["within"]
+
+
+def test_headline_leaves_out_lines_measured_against_interop_core_alone():
+    group = "view accessors (torch cpu)"
+    results = [Measurement("launch", group, "bare attribute read (view.owner)", 30.0, True),
+               Measurement("launch", group, "view.shape", 31.0, True)]
+    assert [r for r in headline_rows(results) if r["group"] == group] == []
+
+
+def test_headline_shows_an_operation_with_two_budget_lines_once_against_the_tighter():
+    group = "copy transpose 4096x4096 float32"
+    results = [Measurement("copies", group, "interop_core copy_from", 110.0, True,
+                           extra=_rounds(110.0)),
+               Measurement("copies", group, "torch Tensor.copy_", 100.0, extra=_rounds(100.0)),
+               Measurement("copies", group, "cupy copyto", 120.0, extra=_rounds(120.0))]
+    (row,) = [r for r in headline_rows(results) if r["group"] == group]
+    assert row["label"] == "copy_to, transpose 4096×4096 float32"
+    assert row["budget"] == pytest.approx(1.2) and row["ratio"] == pytest.approx(1.1)
+
+
+def test_headline_sums_the_to_pairs_up_as_the_slowest_against_its_target():
+    results = []
+    for group, ours, theirs in (("to(torch cpu, 'numpy')", 100.0, 1000.0),
+                                ("to(jax cpu, 'numpy')", 800.0, 1000.0)):
+        results += [Measurement("to", group, "interop_core to()", ours, True,
+                                extra=_rounds(ours)),
+                    Measurement("to", group, "np.asarray", theirs, extra=_rounds(theirs))]
+    (row,) = [r for r in headline_rows(results) if r["label"].startswith("every to() pair")]
+    assert row["group"] == "to(jax cpu, 'numpy')" and row["ratio"] == pytest.approx(0.8)
+    assert row["budget"] == 1.0 and row["within"]
+
+
+def test_a_section_chart_compares_ours_with_the_fastest_peer_or_with_our_other_paths():
+    results = [Measurement("view", "v", "interop_core view()", 50.0, True),
+               Measurement("view", "v", "interop_core from_dlpack", 90.0, True),
+               Measurement("view", "v", "slow peer", 900.0),
+               Measurement("view", "v", "fast peer", 300.0),
+               Measurement("view", "v", "na", None, note="x", status=NOT_APPLICABLE),
+               Measurement("readers", "r", "plugin reader", 40.0, True),
+               Measurement("readers", "r", "fallback", 400.0, True)]
+    assert section_rows(results, "view") == [{"group": "v", "bars": [
+        ("interop_core view()", 50.0, "ours"), ("fast peer", 300.0, "peer")]}]
+    assert section_rows(results, "readers") == [{"group": "r", "bars": [
+        ("plugin reader", 40.0, "ours"), ("fallback", 400.0, "alternative")]}]
+
+
+@pytest.mark.parametrize("env, label", [
+    ({"gpu": "NVIDIA H100 80GB HBM3, driver 13.0", "gpus": 1}, "NVIDIA H100 80GB HBM3"),
+    ({"gpu": "NVIDIA H200, driver 13.0", "gpus": 2}, "2 × NVIDIA H200"),
+    ({"gpu": None, "cpu": "AMD EPYC 7763 64-Core Processor", "cores": 2},
+     "CPU machine (AMD EPYC 7763, 2 cores)"),
+])
+def test_a_results_page_names_its_machine(env, label):
+    assert machine_label(env) == label
+
+
+def test_a_results_page_carries_date_machine_and_charts():
+    env = {"date": "2026-11-25", "cpu": "AMD EPYC", "cores": 2, "gpu": None, "gpus": 0,
+           "python": "3.11.7", "platform": "Linux", "versions": {"interop_core": "0.1.0"}}
+    page = format_markdown(_plot_results(), env, "python -m interop_core bench", "quick",
+                           charts={"headline": "charts/x-headline.png", "view": "charts/x-view.png"},
+                           remark="a loaded host")
+    assert page.startswith("# Benchmark results: CPU machine (AMD EPYC, 2 cores)\n")
+    assert "Measured 2026-11-25." in page and "numbers indicative only" in page
+    assert "> a loaded host" in page
+    assert page.index("(charts/x-headline.png)") < page.index("## DESIGN.md budget")
+    assert page.index("(charts/x-view.png)") > page.index("## view() without")
+
+
+def test_quick_run_records_the_date_and_the_gpu_count(quick_run):
+    import datetime
+
+    _, data, _ = quick_run
+    env = data["environment"]
+    assert datetime.date.fromisoformat(env["date"]) <= datetime.date.today()
+    assert env["gpus"] == _cuda_device_count()
+
+
+def _cuda_device_count() -> int:
+    from interop_core.cuda import _cuda
+
+    try:
+        return _cuda.device_count()
+    except Exception:
+        return 0
+
+
+# -- the recorded results ---------------------------------------------------------------------
+
+
+def test_the_published_pages_are_what_the_recorded_results_give():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "publish.py"), "--check"],
+                         capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_recorded_results_are_one_page_per_machine_with_date_and_versions():
+    results = ROOT / "benchmarks" / "results"
+    assert sorted(p.name for p in results.glob("*.json")) == ["cpu.json", "gpu.json",
+                                                              "gpu2.json"]
+    assert sorted(p.name for p in results.glob("*.md")) == ["cpu.md", "gpu.md", "gpu2.md"]
+    for path in results.glob("*.json"):
+        env = json.loads(path.read_text())["environment"]
+        assert env["date"] and env["versions"]["interop_core"] and env["python"], path.name
+    assert json.loads((results / "gpu2.json").read_text())["environment"]["gpus"] == 2

@@ -95,7 +95,7 @@ def test_plugins_json_reports_each_plugin_from_real_entry_points(plugin_site):
     assert good["claims"] == ["interop_fake_good:Tensor", "interop_fake_good:Other"]
     assert absent["status"] == "framework not installed"
     assert absent["claims"] == ["no_such_framework_xyz.core:Array"]
-    assert "no_such_framework_xyz" in absent["reason"]
+    assert absent["reason"] == "no_such_framework_xyz"     # the status says "not installed"
     assert broken["status"] == "failed"
     assert "this plugin is broken on purpose" in broken["reason"]
 
@@ -109,6 +109,7 @@ def test_plugins_table_has_a_row_per_plugin(plugin_site):
     assert good[3].startswith("loaded")
     assert "interop_fake_good:Tensor, interop_fake_good:Other" in rows["fake_good"]
     assert "framework not installed: no_such_framework_xyz" in rows["fake_absent"]
+    assert rows["fake_absent"].count("not installed") == 1, rows["fake_absent"]
     assert "no_such_framework_xyz.core:Array" in rows["fake_absent"]
     assert "failed: " in rows["fake_broken"]
     assert "broken on purpose" in rows["fake_broken"]
@@ -285,3 +286,42 @@ def test_device_name_rejects_non_ints(bad):
 def test_every_device_has_a_name():
     names = [_cuda.device_name(i) for i in range(_cuda.device_count())]
     assert names and all(isinstance(n, str) and n for n in names)
+
+
+# -- version and reference --------------------------------------------------------------------
+
+
+def test_version_option_prints_the_package_version():
+    import interop_core
+
+    assert _run("--version").strip() == f"interop-core {interop_core.__version__}"
+
+
+def test_the_distribution_version_is_read_from_the_package():
+    # One place holds the version: pyproject.toml declares it dynamic, read from
+    # interop_core.__version__ by the build backend.
+    config = pytest.importorskip("setuptools.config.pyprojecttoml")
+    import interop_core
+
+    assert config.read_configuration(ROOT / "pyproject.toml")["project"]["version"] == (
+        interop_core.__version__)
+    project_table = (ROOT / "pyproject.toml").read_text().split("[project.")[0]
+    assert 'version = "' not in project_table, "the version is written in pyproject.toml too"
+
+
+def test_the_cli_reference_in_the_docs_is_what_the_parser_prints():
+    from interop_core.__main__ import reference_markdown
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    block = page.split("<!-- cli-reference:start -->\n")[1].split("<!-- cli-reference:end -->")[0]
+    assert block == reference_markdown(), "run: python docs/cli_reference.py"
+
+
+def test_the_cli_reference_lists_every_bench_section():
+    from interop_core.__main__ import reference_markdown
+    from interop_core.bench import SECTIONS
+
+    text = reference_markdown()
+    listed = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert listed == list(SECTIONS)
+    assert "{" + ",".join(SECTIONS) + "}" in text       # the --section choices of bench --help

@@ -37,3 +37,11 @@ def test_readme_tour_runs():
                       re.DOTALL)
     assert block, "README lost its tour"
     exec(compile(block.group(1), "README tour", "exec"), {})
+
+
+def test_the_changelog_has_an_unreleased_section_and_one_for_the_package_version():
+    import interop_core
+
+    headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
+    assert headings[0] == "Unreleased"
+    assert interop_core.__version__ in headings[1:], headings

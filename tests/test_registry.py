@@ -981,6 +981,16 @@ def test_to_an_unknown_target_lists_the_known_ones():
         interop_core.to(np.zeros(1), "nowhere")
 
 
+def test_to_an_unknown_target_names_apart_the_targets_whose_framework_is_missing(registered):
+    registered(lambda r: r.add_exporter("ghost", lambda v, s: None,
+                                        types=("no_such_framework_xyz.core:Array",)), "ghost")
+    with pytest.raises(ValueError, match="no plugin exports to 'nowhere'") as info:
+        interop_core.to(np.zeros(1), "nowhere")
+    usable, _, absent = str(info.value).partition("(installed)")
+    assert "numpy" in usable and "ghost" not in usable
+    assert "ghost (framework not installed here)" in absent and "numpy" not in absent
+
+
 # --- threads ------------------------------------------------------------------------------------
 
 

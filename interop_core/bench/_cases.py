@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ._harness import (
     FULL,
+    NOT_APPLICABLE,
     QUICK,
     Measurement,
     Settings,
@@ -51,6 +52,9 @@ class Case:
     # How many of the operation one call of ``fn`` does (shards() of n shards: n); the time
     # is reported per one.
     calls: int = 1
+    # Why this path cannot run here (a CUDA-only interface of host memory): when set, the path
+    # is reported as not applicable, never called, and is not counted as a failure.
+    not_applicable: str = ""
 
 
 def _installed(name: str) -> bool:
@@ -66,6 +70,8 @@ def _error(exc: BaseException) -> str:
 
 def run_case(case: Case, settings: Settings) -> Measurement:
     """Time one case; an exception is recorded as a failed result."""
+    if case.not_applicable:
+        return _not_applicable(case)
     try:
         if case.runner is not None:
             ns, note, extra = case.runner(settings)
@@ -81,14 +87,23 @@ def _failed(case: Case, exc: Exception) -> Measurement:
     return Measurement(case.section, case.group, case.name, None, case.ours, _error(exc))
 
 
+def _not_applicable(case: Case) -> Measurement:
+    return Measurement(case.section, case.group, case.name, None, case.ours,
+                       case.not_applicable, status=NOT_APPLICABLE)
+
+
 def run_group(cases: list[Case], settings: Settings) -> list[Measurement]:
     """Time the paths of one operation, interleaved; results in the order of ``cases``.
 
-    Paths with their own runner are timed on their own; a path that raises is a failed result.
+    Paths with their own runner are timed on their own; a path that raises is a failed result;
+    a path marked not applicable is reported as such without being called.
     """
     results: dict[int, Measurement] = {}
     timed: list[int] = []
     for i, case in enumerate(cases):
+        if case.not_applicable:
+            results[i] = _not_applicable(case)
+            continue
         if case.runner is not None:
             results[i] = run_case(case, settings)
             continue
@@ -221,42 +236,56 @@ def _tvm_from_dlpack():
         return None
 
 
-def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[], object]]]:
-    """Every other way installed here to get at ``obj``'s memory description."""
-    peers: list[tuple[str, Callable[[], object]]] = []
+# Why a peer path cannot run on host memory (it is listed, not timed, and is no failure).
+_CAI_ON_HOST = ("host memory: the CUDA Array Interface describes device memory only "
+                "(the framework raises for a CPU object)")
+
+
+def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[], object] | None,
+                                                                str]]:
+    """Every other way installed here to get at ``obj``'s memory description.
+
+    Returns (name, callable, why not applicable) triples: a path that exists on the object's
+    type but cannot run on its device has no callable and says why.
+    """
+    peers: list[tuple[str, Callable[[], object] | None, str]] = []
     smv = _cuda_core_view()
     if smv is not None:
         if hasattr(obj, "__dlpack__"):
             peers.append(("cuda.core from_dlpack",
-                          bound(smv.from_dlpack, obj, stream_ptr=-1)))
+                          bound(smv.from_dlpack, obj, stream_ptr=-1), ""))
         peers.append(("cuda.core from_any_interface",
-                      bound(smv.from_any_interface, obj, stream_ptr=-1)))
+                      bound(smv.from_any_interface, obj, stream_ptr=-1), ""))
     tvm = _tvm_from_dlpack()
     if tvm is not None and hasattr(obj, "__dlpack__"):
-        peers.append(("tvm_ffi.from_dlpack", bound(tvm, obj)))
+        peers.append(("tvm_ffi.from_dlpack", bound(tvm, obj), ""))
     if hasattr(obj, "__dlpack__"):
-        peers.append((f"{fw} __dlpack__ (capsule only)", obj.__dlpack__))
+        peers.append((f"{fw} __dlpack__ (capsule only)", obj.__dlpack__, ""))
     if hasattr(type(obj), "__cuda_array_interface__"):
-        peers.append((f"{fw} __cuda_array_interface__ (dict only)",
-                      lambda: obj.__cuda_array_interface__))
+        name = f"{fw} __cuda_array_interface__ (dict only)"
+        if device == "cuda":
+            peers.append((name, lambda: obj.__cuda_array_interface__, ""))
+        else:
+            peers.append((name, None, _CAI_ON_HOST))
     if device == "cpu" and hasattr(type(obj), "__array_interface__"):
-        peers.append((f"{fw} __array_interface__ (dict only)", lambda: obj.__array_interface__))
+        peers.append((f"{fw} __array_interface__ (dict only)", lambda: obj.__array_interface__,
+                      ""))
     if device == "cpu" and _installed("numpy") and hasattr(obj, "__dlpack__"):
         import numpy as np
 
-        peers.append(("np.from_dlpack", bound(np.from_dlpack, obj)))
+        peers.append(("np.from_dlpack", bound(np.from_dlpack, obj), ""))
     if _installed("torch") and hasattr(obj, "__dlpack__") and fw != "torch":
         import torch
 
-        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, obj)))
+        peers.append(("torch.from_dlpack", bound(torch.from_dlpack, obj), ""))
     if device == "cuda" and _installed("cupy") and fw != "cupy":
         import cupy
 
-        peers.append(("cupy.asarray", bound(cupy.asarray, obj)))
+        peers.append(("cupy.asarray", bound(cupy.asarray, obj), ""))
     if device == "cuda" and _installed("numba") and hasattr(type(obj), "__cuda_array_interface__"):
         from numba import cuda
 
-        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, obj)))
+        peers.append(("numba.cuda.as_cuda_array", bound(cuda.as_cuda_array, obj), ""))
     return peers
 
 
@@ -274,7 +303,8 @@ def _section_view(device: str, quick: bool) -> list[Case]:
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("view", group, "interop_core StridedMemoryView.from_dlpack",
                                   bound(StridedMemoryView.from_dlpack, obj), ours=True))
-            cases += [Case("view", group, name, fn) for name, fn in _view_peers(fw, obj, dev)]
+            cases += [Case("view", group, name, fn, not_applicable=why)
+                      for name, fn, why in _view_peers(fw, obj, dev)]
     return cases
 
 

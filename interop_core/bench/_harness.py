@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
-__all__ = ["Measurement", "Settings", "FULL", "QUICK", "bound", "measure", "measure_threads",
-           "sample_interleaved", "Progress"]
+__all__ = ["Measurement", "Settings", "FULL", "QUICK", "OK", "FAILED", "NOT_APPLICABLE", "STATUSES",
+           "bound", "measure", "measure_threads", "sample_interleaved", "Progress"]
 
 
 def bound(fn: Callable, /, *args: object, **kwargs: object) -> Callable[[], object]:
@@ -76,22 +76,45 @@ FULL = Settings(min_batch_s=0.02, repeats=9, warmup=200, thread_s=0.3, import_ru
 QUICK = Settings(min_batch_s=0.001, repeats=3, warmup=10, thread_s=0.02, import_runs=2)
 
 
+#: A timed path.
+OK = "ok"
+#: A path that raised: the error is in ``note``.
+FAILED = "failed"
+#: A path that cannot run on this object or device (a CUDA-only interface of host memory):
+#: not timed, not a failure; the reason is in ``note``.
+NOT_APPLICABLE = "not applicable"
+STATUSES = (OK, FAILED, NOT_APPLICABLE)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One benchmarked path.
 
     ``group`` is what is done (e.g. ``"view(torch cpu)"``); ``name`` is who does it (ours or a
     peer); ``ours`` marks interop-core's paths, the first of which in a group is the group's
-    reference for ratios.
+    reference for ratios.  ``status`` is :data:`OK` (timed), :data:`FAILED` (it raised) or
+    :data:`NOT_APPLICABLE` (it cannot run here); when left empty it follows ``ns`` (results
+    written before the field existed load as timed or failed).
     """
 
     section: str          # the suite section, e.g. "view", "to", "viewable"
     group: str            # what is being done, e.g. "view(numpy cpu)"
     name: str             # who does it, e.g. "interop_core view()" or a peer
-    ns: float | None      # median ns per call; None when the path failed
+    ns: float | None      # median ns per call; None when the path failed or does not apply
     ours: bool = False    # an interop-core path
-    note: str = ""        # why it failed, or a remark
+    note: str = ""        # why it failed or does not apply, or a remark
     extra: dict = field(default_factory=dict)  # section-specific numbers (threads, ...)
+    status: str = ""      # OK, FAILED or NOT_APPLICABLE (derived from ns when empty)
+
+    def __post_init__(self) -> None:
+        status = self.status or (OK if self.ns is not None else FAILED)
+        if status not in STATUSES:
+            raise ValueError(f"Measurement {self.group!r} / {self.name!r}: status {status!r} "
+                             f"is not one of {STATUSES}")
+        if (status == OK) != (self.ns is not None):
+            raise ValueError(f"Measurement {self.group!r} / {self.name!r}: status {status!r} "
+                             f"with ns={self.ns!r} (only a timed path has a time)")
+        object.__setattr__(self, "status", status)
 
     def as_dict(self) -> dict:
         """A JSON-ready dict."""

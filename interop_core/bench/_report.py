@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import importlib.metadata
 import os
@@ -11,10 +12,12 @@ import statistics
 from collections.abc import Iterable
 
 from ..handoff._matrix import TARGET_IMPORTS
-from ._harness import Measurement
+from ._harness import NOT_APPLICABLE, Measurement
 
-__all__ = ["BUDGET", "environment", "budget_rows", "budget_text", "format_markdown",
-           "format_budget", "format_section", "plot", "within_budget"]
+__all__ = ["BUDGET", "environment", "environment_line", "budget_rows", "budget_text",
+           "format_markdown", "format_budget", "format_section", "headline_rows",
+           "machine_label", "plot", "plot_headline", "plot_section", "section_rows",
+           "within_budget"]
 
 # The DESIGN.md performance budget: (line, budget, groups that measure it, most relevant first,
 # our path, peer paths).  A budget is ns, or the name of another path of the same group whose
@@ -158,7 +161,8 @@ _DISTS = {"cuda.core": "cuda-core", "tvm_ffi": "apache-tvm-ffi", "cupy": "cupy"}
 
 
 def environment() -> dict:
-    """The machine, the Python, and the versions of interop-core and every peer measured."""
+    """The date, the machine, the Python, and the versions of interop-core and every peer
+    measured."""
     from .. import __version__
 
     cpu = platform.machine()
@@ -179,24 +183,27 @@ def environment() -> dict:
                 versions[module] = importlib.metadata.version(_DISTS.get(module, module))
             except Exception:
                 continue
-    gpu = None
+    gpu, gpus = None, 0
     try:
         from ..cuda import _cuda
 
-        if _cuda.device_count() > 0:
+        gpus = _cuda.device_count()
+        if gpus > 0:
             version = _cuda.driver_version()
             gpu = f"{_cuda.device_name(0)}, driver {version // 1000}.{version % 1000 // 10}"
     except Exception:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "versions": versions}
+    return {"date": datetime.date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
+            "gpu": gpu, "gpus": gpus, "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions}
 
 
 def environment_line(env: dict) -> str:
     """One markdown line naming the hardware and versions."""
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
-    gpu = f"; GPU: {env['gpu']}" if env.get("gpu") else "; no GPU"
+    count = env.get("gpus") or 1
+    gpu = (f"; GPU: {count} × {env['gpu']}" if count > 1 else f"; GPU: {env['gpu']}"
+           ) if env.get("gpu") else "; no GPU"
     return f"{env['cpu']} ({env['cores']} cores){gpu}; Python {env['python']}; {versions}"
 
 
@@ -206,6 +213,11 @@ def _fmt_ns(ns: float | None) -> str:
     if ns >= 1e6:
         return f"{ns / 1e6:,.1f} ms"
     return f"{ns:,.0f}" if ns >= 100 else f"{ns:,.1f}"
+
+
+def _time_text(r: Measurement) -> str:
+    """A path's time, or what happened instead (failed, not applicable)."""
+    return _fmt_ns(r.ns) if r.ns is not None else r.status
 
 
 def _ours_by_group(results: Iterable[Measurement]) -> dict[str, float]:
@@ -226,7 +238,7 @@ def format_section(results: list[Measurement]) -> str:
         base = ours.get(r.group)
         ratio = f"{r.ns / base:.2f}" if (base and r.ns is not None) else ""
         note = r.note.replace("|", "\\|")
-        lines.append(f"| {r.group} | {name} | {_fmt_ns(r.ns)} | {ratio} | {note} |")
+        lines.append(f"| {r.group} | {name} | {_time_text(r)} | {ratio} | {note} |")
     return "\n".join(lines)
 
 
@@ -256,9 +268,13 @@ def budget_rows(results: list[Measurement]) -> list[dict]:
             for peer in peer_names:
                 p = by_key.get((group, peer))
                 if p is not None:
-                    row["peers"].append({"name": peer, "ns": p.ns, "note": p.note})
+                    row["peers"].append(_peer(p))
         rows.append(row)
     return rows + _fraction_rows(results) + _handoff_rows(results)
+
+
+def _peer(r: Measurement) -> dict:
+    return {"name": r.name, "ns": r.ns, "note": r.note, "status": r.status, "ours": r.ours}
 
 
 def _fraction_rows(results: list[Measurement]) -> list[dict]:
@@ -275,8 +291,7 @@ def _fraction_rows(results: list[Measurement]) -> list[dict]:
             if ours is not None:
                 row["ours_ns"], row["ours_note"] = ours.ns, ours.note
             if reference is not None:
-                row["peers"].append({"name": reference_name, "ns": reference.ns,
-                                     "note": reference.note})
+                row["peers"].append(_peer(reference))
                 if reference.ns is not None:
                     row["budget_ns"] = reference.ns * fraction
                 paired = _paired_ratio(ours, reference)
@@ -305,7 +320,7 @@ def _handoff_rows(results: list[Measurement]) -> list[dict]:
         row = {"line": f"{group} ≤ the target's own import", "budget_ns": None,
                "budget_path": best.name if best else " / ".join(names) or "the target's import",
                "group": group, "ours_ns": None, "ours_note": "",
-               "peers": [{"name": r.name, "ns": r.ns, "note": r.note} for r in imports]}
+               "peers": [_peer(r) for r in imports]}
         if ours is not None:
             row["ours_ns"], row["ours_note"] = ours.ns, ours.note
         if best is not None:
@@ -373,6 +388,8 @@ def _peer_text(peers: list[dict]) -> str:
     if not peers:
         return "—"
     return "; ".join(f"{p['name']}: {_fmt_ns(p['ns'])}" if p["ns"] is not None
+                     else f"{p['name']}: not applicable ({p['note'][:60]})"
+                     if p.get("status") == NOT_APPLICABLE
                      else f"{p['name']}: fails ({p['note'][:60]})" for p in peers)
 
 
@@ -391,33 +408,151 @@ def format_budget(results: list[Measurement]) -> str:
     return "\n".join(lines)
 
 
-def format_markdown(results: list[Measurement], env: dict, command: str, mode: str) -> str:
-    """The whole results page: environment, budget table, one table per section."""
+def machine_label(env: dict) -> str:
+    """The machine a run was taken on, in a few words: ``"NVIDIA H100 80GB HBM3"``,
+    ``"2 × NVIDIA H200"``, ``"CPU machine (AMD EPYC, 2 cores)"``."""
+    gpu = env.get("gpu")
+    if gpu:
+        name = gpu.split(", driver")[0]
+        count = env.get("gpus") or 1
+        return f"{count} × {name}" if count > 1 else name
+    cpu = re.sub(r"\s+\d+-Core Processor$", "", env.get("cpu") or "unknown CPU")
+    return f"CPU machine ({cpu}, {env.get('cores')} cores)"
+
+
+def format_markdown(results: list[Measurement], env: dict, command: str, mode: str, *,
+                    charts: dict[str, str] | None = None, remark: str = "") -> str:
+    """The whole results page: machine, date and versions, budget table, a table per section.
+
+    Parameters
+    ----------
+    results : list of Measurement
+    env : dict
+        :func:`environment` of the run.
+    command : str
+        The command line that produced the results.
+    mode : {"full", "quick"}
+    charts : dict, optional
+        Image paths (relative to the page) by section name, and ``"headline"`` for the
+        headline figure; each is shown above its table.
+    remark : str, optional
+        What a reader must know about the run (e.g. a loaded host), shown under the header.
+    """
+    charts = charts or {}
     by_section: dict[str, list[Measurement]] = {}
     for r in results:
         by_section.setdefault(r.section, []).append(r)
-    machine = f"GPU machine ({env['gpu']})" if env.get("gpu") else "CPU machine"
+    date = env.get("date") or "date not recorded"
     parts = [
-        f"# Benchmark results: {machine}",
-        f"Environment: {environment_line(env)}",
-        f"Command: `{command}` ({mode} mode). Median ns per call; **bold** paths are "
-        "interop-core's; \"× ours\" is the path's time divided by the first interop-core path "
-        "of its operation (above 1: slower than us).",
-        "## DESIGN.md budget\n\n" + format_budget(results),
+        f"# Benchmark results: {machine_label(env)}",
+        f"Measured {date}. Environment: {environment_line(env)}.",
+        f"Command: `{command}` ({mode} mode{', numbers indicative only' if mode == 'quick' else ''}"
+        "). Median ns per call; **bold** paths are interop-core's; \"× ours\" is the path's time "
+        "divided by the first interop-core path of its operation (above 1: slower than us); "
+        "\"not applicable\" marks a peer's path that cannot run on this object or device.",
     ]
+    if remark:
+        parts.append(f"> {remark}")
+    if "headline" in charts:
+        parts.append(f"![interop-core's time per call divided by the fastest peer's, per "
+                     f"DESIGN.md budget line]({charts['headline']})")
+    parts.append("## DESIGN.md budget\n\n" + format_budget(results))
     for section, rows in by_section.items():
-        parts.append(f"## {SECTION_TITLES.get(section, section)}\n\n{format_section(rows)}")
+        body = format_section(rows)
+        if section in charts:
+            body = f"![{SECTION_TITLES.get(section, section)}]({charts[section]})\n\n{body}"
+        parts.append(f"## {SECTION_TITLES.get(section, section)}\n\n{body}")
     return "\n\n".join(parts) + "\n"
 
 
-def plot(results: list[Measurement], path: str, title: str) -> None:
-    """A PNG: log-scale ns per path, ours beside each peer, one panel per section.
+# -- charts -----------------------------------------------------------------------------------
 
-    Raises
-    ------
-    ImportError
-        When matplotlib is not installed (``pip install matplotlib``, or the ``bench`` extra).
+_OURS_COLOR, _OURS_ALT_COLOR, _PEER_COLOR = "#1f77b4", "#9ecae1", "#a0a0a0"
+_OVER_COLOR, _BUDGET_COLOR = "#e6550d", "#c51b1b"
+
+
+def _short_line(line: str) -> str:
+    # "copy_to, transpose 4096×4096 float32, ≤ 1.2× torch" and its "≤ 1.2× cupy" twin are one
+    # operation: the headline shows it once, against the tighter budget.
+    return re.split(r",? [≤≥] ", line)[0]
+
+
+def headline_rows(results: list[Measurement]) -> list[dict]:
+    """One row per DESIGN.md budget line measured against another library, for the headline.
+
+    Each row: ``label``, ``group``, ``ours_ns``, ``peer`` and ``peer_ns`` (the fastest path of
+    another library in the same operation and run), ``ratio`` (ours / that peer), ``budget``
+    (the budget as a ratio to that peer, or None) and ``within``.  The to() pairs are one row:
+    the pair slowest against its target's own import.
     """
+    by_key = {(r.group, r.name): r for r in results}
+    merged: dict[tuple[str, str], dict] = {}
+    to_rows = []
+    for row in budget_rows(results):
+        if row["group"] is None or row["ours_ns"] is None:
+            continue
+        if row["line"].endswith("≤ the target's own import"):
+            to_rows.append(row)
+            continue
+        names = [p["name"] for p in row["peers"]]
+        if row["budget_path"] and not row["budget_path"][0].isdigit():
+            names.append(row["budget_path"])
+        others = [by_key.get((row["group"], n)) for n in names]
+        timed = [m for m in others if m is not None and not m.ours and m.ns is not None]
+        if not timed:
+            continue        # measured against ourselves only (accessors, per shard, ...)
+        best = min(timed, key=lambda m: m.ns)
+        key = (row["group"], _short_line(row["line"]))
+        budget = row["budget_ns"] / best.ns if row["budget_ns"] is not None else None
+        entry = merged.get(key)
+        if entry is not None:
+            if budget is not None and (entry["budget"] is None or budget < entry["budget"]):
+                entry["budget"], entry["within"] = budget, within_budget(row)
+            continue
+        merged[key] = {"label": key[1], "group": row["group"], "ours_ns": row["ours_ns"],
+                       "peer": best.name, "peer_ns": best.ns, "ratio": row["ours_ns"] / best.ns,
+                       "budget": budget, "within": within_budget(row)}
+    rows = list(merged.values())
+    pairs = [r for r in to_rows if r["budget_ns"] is not None]
+    if pairs:
+        worst = max(pairs, key=lambda r: r["ours_ns"] / r["budget_ns"])
+        rows.append({"label": f"every to() pair; slowest: {worst['group']}",
+                     "group": worst["group"], "ours_ns": worst["ours_ns"],
+                     "peer": worst["budget_path"], "peer_ns": worst["budget_ns"],
+                     "ratio": worst["ours_ns"] / worst["budget_ns"], "budget": 1.0,
+                     "within": all(within_budget(r) for r in to_rows)})
+    return rows
+
+
+def section_rows(results: list[Measurement], section: str) -> list[dict]:
+    """Per operation of a section: interop-core's first path and what it is compared with.
+
+    Each row: ``group`` and ``bars``, a list of (label, ns, kind) with kind ``"ours"`` (the
+    operation's first interop-core path), ``"peer"`` (the fastest path of another library) or,
+    where no other library was timed, ``"alternative"`` (up to three more interop-core paths:
+    a fallback, the generic path, ...).
+    """
+    groups: dict[str, list[Measurement]] = {}
+    for r in results:
+        if r.section == section and r.ns is not None:
+            groups.setdefault(r.group, []).append(r)
+    rows = []
+    for group, measured in groups.items():
+        ours = [r for r in measured if r.ours]
+        peers = [r for r in measured if not r.ours]
+        bars = []
+        if ours:
+            bars.append((ours[0].name, ours[0].ns, "ours"))
+        if peers:
+            best = min(peers, key=lambda r: r.ns)
+            bars.append((best.name, best.ns, "peer"))
+        else:
+            bars += [(r.name, r.ns, "alternative") for r in ours[1:4]]
+        rows.append({"group": group, "bars": bars})
+    return rows
+
+
+def _pyplot():
     try:
         import matplotlib
 
@@ -426,30 +561,176 @@ def plot(results: list[Measurement], path: str, title: str) -> None:
     except ImportError as exc:
         raise ImportError("--plot needs matplotlib: pip install matplotlib (or "
                           "interop-core[bench])") from exc
-    by_section: dict[str, list[Measurement]] = {}
-    for r in results:
-        if r.ns is not None and r.section != "import":
-            by_section.setdefault(r.section, []).append(r)
-    if not by_section:
-        by_section = {"(no results)": []}
-    heights = [max(len(rows), 3) * 0.22 + 0.8 for rows in by_section.values()]
-    fig, axes = plt.subplots(len(heights), 1, figsize=(11, sum(heights) + 0.6),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False,
-                             layout="constrained")
-    for ax, (section, rows) in zip(axes[:, 0], by_section.items(), strict=True):
-        labels = [f"{r.group}  {r.name}" for r in rows]
-        colors = ["#1f77b4" if r.ours else "#bbbbbb" for r in rows]
-        ax.barh(range(len(rows)), [r.ns for r in rows], color=colors)
-        ax.set_yticks(range(len(rows)), labels, fontsize=6)
-        ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_title(SECTION_TITLES.get(section, section), fontsize=9, loc="left")
-        ax.grid(axis="x", which="both", alpha=0.3)
-        ax.tick_params(axis="x", labelsize=7)
-        for i, r in enumerate(rows):
-            ax.text(r.ns, i, f" {_fmt_ns(r.ns)}", va="center", fontsize=5)
-    axes[-1, 0].set_xlabel("ns per call (log scale); blue: interop-core, grey: peers",
-                           fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=110)
+    return plt
+
+
+def _time(ns: float) -> str:
+    """A time for a chart: 70.9 ns, 5.9 µs, 5.5 ms."""
+    for scale, unit in ((1e6, "ms"), (1e3, "µs")):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.0f}×"
+
+
+def plot_headline(results: list[Measurement], path: str, title: str) -> bool:
+    """The headline figure: per budget line, interop-core's time ÷ the fastest peer's (log
+    scale), the budget drawn as a red mark on each row, parity as a dashed line.
+
+    Returns
+    -------
+    bool
+        False (nothing written) when no budget line was measured against another library.
+    """
+    rows = headline_rows(results)
+    if not rows:
+        return False
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(5.5, 0.8 + 0.3 * len(rows)))
+    ys = range(len(rows))
+    ax.barh(ys, [r["ratio"] for r in rows], height=0.6,
+            color=[_OURS_COLOR if r["within"] else _OVER_COLOR for r in rows])
+    for y, r in zip(ys, rows, strict=True):
+        if r["budget"] is not None:
+            ax.plot([r["budget"]] * 2, [y - 0.42, y + 0.42], color=_BUDGET_COLOR, lw=2.2)
+        ax.text(1.02, y, f"{_times(r['ratio'])}: {_time(r['ours_ns'])} against "
+                f"{_time(r['peer_ns'])}, {_clip(r['peer'], 40)}",
+                transform=ax.get_yaxis_transform(), va="center", fontsize=7.5)
+    ax.set_yticks(list(ys), [_clip(r["label"], 60) for r in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xscale("log")
+    values = [r["ratio"] for r in rows] + [r["budget"] for r in rows if r["budget"]] + [1.0]
+    ax.set_xlim(min(values) / 1.6, max(values) * 1.6)
+    ax.axvline(1.0, color="black", ls="--", lw=0.8)
+    ax.grid(axis="x", which="both", alpha=0.25)
+    ax.tick_params(axis="x", labelsize=8)
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}×"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("interop-core's time ÷ the fastest other library's in the same run\n"
+                  "(log scale; left of the dashed line: faster)", fontsize=8)
+    ax.legend(handles=[Patch(color=_OURS_COLOR, label="within budget"),
+                       Patch(color=_OVER_COLOR, label="over budget"),
+                       Line2D([], [], color=_BUDGET_COLOR, lw=2.2, label="budget")],
+              fontsize=7.5, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3,
+              frameon=False)
+    ax.set_title(title, fontsize=10, loc="left", pad=22)
+    _save(fig, path)
     plt.close(fig)
+    return True
+
+
+def plot_section(results: list[Measurement], section: str, path: str, title: str) -> bool:
+    """One section's chart: per operation, interop-core's time beside the fastest peer's (or
+    interop-core's alternatives where no peer ran), ns per call on a log scale.
+
+    Returns
+    -------
+    bool
+        False (nothing written) when the section has no timed path.
+    """
+    rows = section_rows(results, section)
+    if not rows:
+        return False
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
+    colors = {"ours": _OURS_COLOR, "peer": _PEER_COLOR, "alternative": _OURS_ALT_COLOR}
+    bars, centers, y = [], [], 0.0
+    for row in rows:
+        first = y
+        for label, ns, kind in row["bars"]:
+            bars.append((y, label, ns, kind, row["bars"][0]))
+            y += 1.0
+        centers.append((first + y - 1.0) / 2)
+        y += 0.7                                   # the gap between two operations
+    fig, ax = plt.subplots(figsize=(5.5, 0.9 + 0.19 * y))
+    for at, label, ns, kind, first in bars:
+        ax.barh(at, ns, height=0.85, color=colors[kind])
+        ratio = ""
+        if kind != "ours" and first[2] == "ours":
+            ratio = f" ({_times(ns / first[1])} ours)"
+        ax.text(1.02, at, f"{_time(ns)}{ratio}  {_clip(label, 48)}",
+                transform=ax.get_yaxis_transform(), va="center", fontsize=6.5)
+    ax.set_yticks(centers, [_clip(row["group"], 60) for row in rows], fontsize=7.5)
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylim(y - 0.7 + 0.2, -0.8)
+    ax.set_xscale("log")
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    # Ticks at 1, 2, 5 of each decade, labelled as times: a range of less than two decades
+    # would otherwise get overlapping scientific labels on its minor ticks.
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: _time(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.grid(axis="x", which="both", alpha=0.25)
+    ax.tick_params(axis="x", labelsize=7.5)
+    ax.set_xlabel("time per call (log scale)", fontsize=8)
+    kinds = {bar[3] for bar in bars}
+    ax.legend(handles=[Patch(color=colors[k], label=text) for k, text in (
+        ("ours", "interop-core"), ("peer", "fastest other library"),
+        ("alternative", "interop-core, other paths")) if k in kinds],
+        fontsize=7.5, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False)
+    ax.set_title(title, fontsize=10, loc="left", pad=22)
+    _save(fig, path)
+    plt.close(fig)
+    return True
+
+
+def _save(fig, path: str) -> None:
+    """Write a chart as a PNG of 64 colours: a third of the bytes, the same picture (the charts
+    are flat colours and text; Pillow comes with matplotlib)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        image.convert("RGB").quantize(colors=64, method=Image.Quantize.FASTOCTREE,
+                                      dither=Image.Dither.NONE).save(path, optimize=True)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def plot(results: list[Measurement], path: str, title: str) -> dict[str, str]:
+    """The headline figure at ``path`` and one chart per section beside it.
+
+    A section's chart is ``path`` with ``-SECTION`` before the suffix (``out.png`` ->
+    ``out-view.png``).
+
+    Returns
+    -------
+    dict
+        The files written: ``"headline"`` and each section name -> path.
+
+    Raises
+    ------
+    ImportError
+        When matplotlib is not installed (``pip install matplotlib``, or the ``bench`` extra).
+    """
+    _pyplot()
+    written = {}
+    if plot_headline(results, path, f"{title}\ntime per call ÷ the fastest other library's"):
+        written["headline"] = path
+    stem, dot, suffix = path.rpartition(".")
+    if not dot:
+        stem, suffix = path, "png"
+    for section in dict.fromkeys(r.section for r in results):
+        if section == "import":
+            continue        # one number, in the table
+        out = f"{stem}-{section}.{suffix}"
+        if plot_section(results, section, out, f"{title}\n{SECTION_TITLES.get(section, section)}"):
+            written[section] = out
+    return written
