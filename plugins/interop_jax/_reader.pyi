@@ -6,7 +6,15 @@ from typing import Any
 from interop_core import Shards, StridedMemoryView
 
 __all__ = ["reader_capsule", "read_with_dlpack", "prepare", "canaries", "producer_stream",
-           "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries"]
+           "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries",
+           "BufferHold"]
+
+class BufferHold:
+    """jax's external reference on one jax array's buffer, shared by the views and exports of
+    it alive at once (the keep-alive every read of the jax reader hands the core)."""
+    @property
+    def array(self) -> Any:
+        """The jax array whose buffer is held."""
 
 def reader_capsule() -> Any:
     """The accessor reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
