@@ -76,28 +76,51 @@ def test_reader_validates_on_this_jax():
 
 
 def test_array_type_uses_this_plugins_compiled_reader_through_the_public_abi():
-    from interop_jax import _reader
+    from interop_jax import _read, _reader
 
     entry = interop_core.plugins.reader_for(type(jnp.zeros(1)))
     assert entry.plugin == "jax"
     assert type(entry.reader).__name__ == "PyCapsule"
-    assert entry.fallback.reader is _reader.read_with_dlpack
+    assert entry.fallback.reader is _read.read_with_dlpack is _reader.read_with_dlpack
     assert entry.readonly and entry.fallback.readonly
 
 
+def test_the_compiled_modules_keep_their_stubs_and_cimport_nothing_of_the_core_but_the_abi():
+    # The plugin is a template a third party can copy: each compiled module is a .pyx with its
+    # .pxd and .pyi, and reaches the core only through the public C ABI (interop_core.abi) and
+    # its public Python API.
+    import pathlib
+    import re
+
+    import interop_jax
+
+    folder = pathlib.Path(interop_jax.__file__).parent
+    modules = sorted(p.stem for p in folder.glob("_*.pyx"))
+    assert {"_handles", "_devices", "_hold", "_read", "_validation", "_shards_read",
+            "_reader"} <= set(modules)
+    for stem in modules:
+        assert (folder / f"{stem}.pyi").is_file(), f"{stem}.pyi"
+        for suffix in (".pyx", ".pxd"):
+            source = (folder / (stem + suffix)).read_text()
+            cimported = set(re.findall(r"^\s*(?:from\s+(\S+)\s+)?cimport\s+(\S+)", source,
+                                       re.M))
+            core = {m or n for m, n in cimported if (m or n).startswith("interop_core")}
+            assert core <= {"interop_core.abi"}, (stem + suffix, core)
+
+
 def test_a_reader_that_fails_validation_hands_over_to_the_fallback(force_validation):
-    from interop_jax import _reader
+    from interop_jax import _read
 
     force_validation(_type_path(), False, "simulated by the test")
     x = jnp.arange(4.0)
     entry = interop_core.plugins.reader_for(type(x))
-    assert entry.reader is _reader.read_with_dlpack
+    assert entry.reader is _read.read_with_dlpack
     v = interop_core.view(x)
     assert v.readonly and v.ptr == x.unsafe_buffer_pointer()
 
 
-def test_prepare_refuses_an_ordered_export_that_describes_other_memory():
-    from interop_jax import _reader
+def test_prepare_refuses_a_sample_whose_export_describes_another_shape():
+    from interop_jax import _validation
 
     class Impostor:
         """Accessors of one array, shape of another: what a changed jax could look like."""
@@ -108,7 +131,7 @@ def test_prepare_refuses_an_ordered_export_that_describes_other_memory():
         def __getattr__(self, name):
             return getattr(self._array, name)
 
-    why = _reader.prepare([Impostor(jnp.arange(6.0), (2, 3))])
+    why = _validation.prepare([Impostor(jnp.arange(6.0), (2, 3))])
     assert isinstance(why, str) and "shape" in why
 
 
@@ -435,7 +458,7 @@ def test_to_numpy_of_a_jax_array_keeps_it_alive(reader_mode, numpy_export_path):
 def test_to_numpy_of_a_jax_array_is_based_on_the_hold_of_its_buffer():
     # The compiled reader's keep-alive (jax's external reference on the buffer, which holds the
     # array too) goes straight to numpy's C API: no view object between.
-    from interop_jax._reader import BufferHold
+    from interop_jax._hold import BufferHold
 
     assert validation_result(_type_path()).validated
     x = jnp.arange(6.0)
@@ -548,7 +571,7 @@ def test_deleted_array_after_shared_reads_is_a_clear_error(how, entry_point):
 def test_views_of_one_array_alive_at_once_share_one_hold():
     import sys
 
-    from interop_jax._reader import BufferHold
+    from interop_jax._hold import BufferHold
 
     assert validation_result(_type_path()).validated
     x = jnp.arange(12.0)

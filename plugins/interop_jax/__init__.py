@@ -4,7 +4,7 @@ Reading
 -------
 jax's array implementation (``ArrayImpl``; ``jaxlib._jax`` on jax 0.10 to 0.12, other module
 paths on other versions, all declared: resolution is lazy) is read by this package's compiled
-reader (``_reader.pyx``), registered through the public C ABI (``interop_core.h``, version 2)
+reader (``_read.pyx``), registered through the public C ABI (``interop_core.h``, version 2)
 exactly as a third party's would be.  Every read **holds the buffer**: it takes jaxlib's DLPack
 capsule of the array (``buffer_to_dlpack_managed_tensor``, what ``__dlpack__`` calls: jax's
 external reference on the buffer), keeps it unconsumed in a ``BufferHold`` that the view,
@@ -14,9 +14,15 @@ whose hold is alive share it, confirmed by ``unsafe_buffer_pointer()`` (which ra
 deleted or donated array) and the identity of the array's ``aval``.
 Those are jax internals, so the core validates the reader once per process, before its first
 use: ``prepare`` checks the sharding type and shared reads, and the core reads canary arrays
-with it and with the fallback (jax's own ``__dlpack__``, ``_reader.read_with_dlpack``) and
+with it and with the fallback (jax's own ``__dlpack__``, ``_read.read_with_dlpack``) and
 compares them.  If anything differs, the fallback serves the rest of the process
 (``python -m interop_core doctor`` says why).
+
+The compiled modules, each a ``.pyx`` with its ``.pxd`` and ``.pyi``: ``_handles`` (jax's
+handles and the core's helper table, looked up once), ``_devices`` (DLPack devices from
+shardings, jax's streams), ``_hold`` (``BufferHold``), ``_read`` (the reader, its fallback, the
+producer strategy), ``_validation`` (canaries and ``prepare``), ``_shards_read``
+(``shards()``), ``_reader`` (the exporter).
 
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
   The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
@@ -47,8 +53,8 @@ compares them.  If anything differs, the fallback serves the rest of the process
 Sharded arrays
 --------------
 ``interop_core.shards(x)`` yields one view per addressable shard, with the indices and replica
-ids of jax's own ``addressable_shards``.  The compiled path (``_reader.read_shards``) asks jax's
-public answer once per (sharding, global shape) and keeps it as a plan (an
+ids of jax's own ``addressable_shards``.  The compiled path (``_shards_read.read_shards``) asks
+jax's public answer once per (sharding, global shape) and keeps it as a plan (an
 ``interop_core.ShardLayout`` and each slot's device); per call it confirms each per-device
 array's device and shape, holds each per-device buffer as the reader does, and makes the views
 in one loop.  Each shard view keeps its buffer's hold.
@@ -191,22 +197,22 @@ def producer_stream(array):
         computation producing ``array`` (the host does not wait); ``None`` for host memory,
         after the host waited for jax's CPU work on it.
     """
-    from . import _reader  # compiled; imports no jax
+    from . import _read  # compiled; imports no jax
 
-    return _reader.producer_stream(array)
+    return _read.producer_stream(array)
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
     """Declare jax's array types (the compiled accessor reader and sharded path, each validated
     once, read-only), the ``"jax"`` exporter and its shard assembler (imports no jax)."""
-    from . import _reader  # compiled; imports no jax
+    from . import _read, _reader, _shards_read, _validation  # compiled; import no jax
 
-    reader = _reader.reader_capsule()
+    reader = _read.reader_capsule()
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader=reader, fallback=_reader.read_with_dlpack,
-                          prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=_reader.producer_stream, readonly=True)
+        registry.add_type(path, reader=reader, fallback=_read.read_with_dlpack,
+                          prepare=_validation.prepare, canaries=_validation.canaries,
+                          producer_stream=_read.producer_stream, readonly=True)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
@@ -214,6 +220,7 @@ def interop_core_register(registry):
 
     for path in ARRAY_TYPES:
         # The compiled path (jax internals, validated once) and jax's public one behind it.
-        registry.add_sharded_type(path, _reader.read_shards, fallback=jax_shards,
-                                  prepare=_reader.prepare_shards, canaries=_reader.shard_canaries)
+        registry.add_sharded_type(path, _shards_read.read_shards, fallback=jax_shards,
+                                  prepare=_shards_read.prepare_shards,
+                                  canaries=_shards_read.shard_canaries)
     registry.add_shard_assembler("jax", assemble_jax)

@@ -1,19 +1,3 @@
-# The compiled reader for jax.Array implementations (ArrayImpl), see _reader.pyx: single-device
-# arrays held and described through jaxlib's DLPack export, filling the public ABI's
-# interop_core_tensor_info (interop_core.h, version 2), validated once per process by the core
-# against jax's own __dlpack__.
-
-from cpython.object cimport PyObject
-
-from interop_core.abi cimport interop_core_tensor_info
-
-# The ABI v2 reader behind reader_capsule().  Every read holds the buffer: `out->keepalive` is a
-# BufferHold (jaxlib's DLPack capsule of the array, unconsumed: jax's external reference, so
-# delete() and donation leave the memory while a view lives).  Never waits on the host for
-# device work: no stream -> the hold is taken on jax's own stream (no host wait); a consumer
-# stream -> PJRT orders jax's pending work on it; host memory (the CPU backend, whose work has no
-# stream) -> jaxlib waits until the array is computed.  Several devices, deleted or donated
-# arrays, other processes' devices, arrays jax cannot export: -1 with a BufferError naming the
-# problem.
-cdef int read_jax_array(PyObject* obj, PyObject* stream,
-                        interop_core_tensor_info* out) except -1
+# The jax plugin's exporter, to(view, "jax") (_reader.pyx); it also re-exports the reader's
+# public functions by their old names.  Nothing here is cimported by other modules: the reader
+# is in _read.pxd, the shared handles in _handles.pxd.
