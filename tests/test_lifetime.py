@@ -352,3 +352,229 @@ def test_a_python_subclass_of_the_view_type_dies_cleanly():
     ref = weakref.ref(s)
     del s
     assert ref() is None
+
+
+# --- jax: the buffer outlives delete() and donation while a view or export of it lives ----------
+#
+# jax frees a buffer on `x.delete()` and donates it to a jitted computation (`donate_argnums`)
+# whatever Python references to `x` exist; only an external reference on the buffer (what jax's
+# own DLPack export takes) keeps the memory and makes jax refuse the donation.  Each case runs
+# in a child interpreter (reading freed memory, or a jaxlib check failing, must fail the test,
+# not end the run): it makes a view or export of a jax array, deletes or donates the array,
+# allocates other arrays over the memory jax would have freed, and reads what the view or
+# export shows.  Once the view or export is gone, the donation goes ahead.
+
+_JAX_LIFETIME = r'''
+import ctypes, gc, json, sys, warnings
+import numpy as np
+import jax
+import interop_core
+from interop_core import StridedMemoryView
+
+warnings.simplefilter("ignore")        # read-only handoffs, donations jax declines
+platform, event = sys.argv[1], sys.argv[2]
+devices = jax.devices(platform)
+N = 65536
+expected = np.arange(N, dtype=np.float32)
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+class OnlyArrayInterface:
+    """Hands numpy a view's __array_interface__ and nothing else (numpy keeps this object)."""
+
+    def __init__(self, v):
+        self.v = v
+        self.__array_interface__ = v.__array_interface__
+
+
+def host(v):
+    """The memory a view describes, copied to a numpy array through the core's copy_to."""
+    out = np.empty(v.shape, np.float32)
+    v.copy_to(out)
+    return out
+
+
+def single():
+    return jax.device_put(expected, devices[0])
+
+
+def sharded():
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    mesh = Mesh(np.array(devices[:4]), ("x",))
+    return jax.device_put(expected, NamedSharding(mesh, PartitionSpec("x")))
+
+
+def pointer_view(record):
+    ptr = np.frombuffer(record.pointers, np.uintp)[0]
+    v = record.views[0]
+    return StridedMemoryView.from_pointer(int(ptr), (N,), dtype=np.float32,
+                                          device=(v.device_type, v.device_id))
+
+
+def shards_values(found):
+    out = np.empty(N, np.float32)
+    for shard in found:
+        out[shard.index] = host(shard.view)
+    return out
+
+
+cpu = platform == "cpu"
+# A consumer stream: any int on the CPU (jax's CPU work is ordered through the host); on a GPU a
+# stream of torch's, kept for the whole run.
+consumer = 0 if cpu else (torch.cuda.Stream() if torch is not None and torch.cuda.is_available()
+                          else None)
+# path -> (make the array, make what is kept from it, read what it shows), or a reason to skip
+PATHS = {
+    "view": (single, interop_core.view, host),
+    "to numpy": (single, lambda x: interop_core.to(x, "numpy"), np.asarray) if cpu
+                else "host memory only",
+    "to torch": (single, lambda x: interop_core.to(x, "torch"),
+                 lambda t: t.cpu().numpy()) if torch is not None else "torch not installed",
+    "to jax": (single, lambda x: interop_core.to(x, "jax"), np.asarray),
+    "__dlpack__ of the view": (single, lambda x: np.from_dlpack(interop_core.view(x)),
+                               np.asarray) if cpu else
+                              (single, lambda x: torch.from_dlpack(interop_core.view(x)),
+                               lambda t: t.cpu().numpy()) if torch is not None
+                              else "torch not installed",
+    "__array_interface__ of the view": (single,
+                                        lambda x: np.asarray(OnlyArrayInterface(
+                                            interop_core.view(x))), np.asarray) if cpu
+                                       else "host memory only",
+    "buffer protocol of the view": (single, lambda x: memoryview(interop_core.view(x)),
+                                    lambda m: np.frombuffer(m, np.float32)) if cpu
+                                   else "host memory only",
+    "copy_to of the view": (single, interop_core.view, host),
+    "view(stream=)": (single, lambda x: interop_core.view(x, stream=consumer), host)
+                     if consumer is not None else "no CUDA torch for a consumer stream",
+    "launch_args": (single, lambda x: interop_core.launch_args([x]),
+                    lambda r: host(pointer_view(r))),
+    "shards": (sharded, interop_core.shards, shards_values),
+    "to(shards, 'jax')": (sharded, interop_core.shards,
+                          lambda s: np.asarray(interop_core.to(s, "jax"))),
+}
+donate = jax.jit(lambda a: a * 2, donate_argnums=0)
+
+
+def try_donating(x):
+    """Whether jax donated x's buffer (it declines with a warning, or refuses with an error)."""
+    try:
+        donate(x).block_until_ready()
+    except Exception as exc:
+        if "external reference" not in str(exc) and "donat" not in str(exc).lower():
+            raise
+    return x.is_deleted()
+
+
+results = {}
+for name, case in PATHS.items():
+    if isinstance(case, str):
+        results[name] = {"skip": case}
+        continue
+    make, keep, read = case
+    x = make()
+    x.block_until_ready()
+    kept = keep(x)
+    if event == "delete":
+        x.delete()
+        donated = None
+    else:
+        donated = try_donating(x)
+    junk = [jax.device_put(np.full(N, 777, np.float32), d) for d in devices for _ in range(10)]
+    for j in junk:
+        j.block_until_ready()
+    shown = read(kept)
+    result = {"equal": bool(np.array_equal(shown, expected)), "first": shown[:4].tolist(),
+              "deleted": x.is_deleted(), "donated_while_kept": donated}
+    del kept, shown, junk
+    gc.collect()
+    if event == "donate" and not x.is_deleted():
+        result["donated_once_gone"] = try_donating(x)
+    results[name] = result
+print("RESULTS", json.dumps(results))
+'''
+
+_JAX_LIFETIME_RESULTS: dict = {}
+
+
+def _jax_lifetime(platform, event):
+    """What every path showed after the event, from one child interpreter per (platform, event)."""
+    import json
+    import subprocess
+
+    pytest.importorskip("jax")
+    key = (platform, event)
+    if key not in _JAX_LIFETIME_RESULTS:
+        env = dict(os.environ, JAX_PLATFORMS=platform if platform == "cpu" else "cuda,cpu",
+                   XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        done = subprocess.run([sys.executable, "-c", _JAX_LIFETIME, platform, event],
+                              capture_output=True, text=True, env=env, timeout=600)
+        line = [s for s in done.stdout.splitlines() if s.startswith("RESULTS ")]
+        _JAX_LIFETIME_RESULTS[key] = (json.loads(line[0][8:]) if done.returncode == 0 and line
+                                      else f"exit {done.returncode}: {done.stderr[-3000:]}")
+    found = _JAX_LIFETIME_RESULTS[key]
+    assert not isinstance(found, str), found
+    return found
+
+
+JAX_PATHS = ["view", "to numpy", "to torch", "to jax", "__dlpack__ of the view",
+             "__array_interface__ of the view", "buffer protocol of the view",
+             "copy_to of the view", "view(stream=)", "launch_args", "shards",
+             "to(shards, 'jax')"]
+
+
+def _check_jax_lifetime(platform, event, path):
+    got = _jax_lifetime(platform, event)[path]
+    if "skip" in got:
+        pytest.skip(got["skip"])
+    assert got["equal"], f"after {event}, the {path} showed {got['first']}... (freed memory)"
+    if event == "delete":
+        assert got["deleted"]          # jax deleted the array; the memory stayed
+    else:
+        assert got["donated_while_kept"] is False, "jax donated a buffer we still show"
+        assert got["donated_once_gone"] is True, "the buffer stayed held after the last user"
+
+
+@pytest.mark.parametrize("path", JAX_PATHS)
+@pytest.mark.parametrize("event", ["delete", "donate"])
+def test_jax_memory_outlives_delete_and_donation_while_a_view_or_export_lives(event, path):
+    _check_jax_lifetime("cpu", event, path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", JAX_PATHS)
+@pytest.mark.parametrize("event", ["delete", "donate"])
+def test_jax_gpu_memory_outlives_delete_and_donation_while_a_view_or_export_lives(event, path):
+    try:
+        import jax
+
+        jax.devices("cuda")
+    except (ImportError, RuntimeError):
+        pytest.skip("jax has no CUDA backend here")
+    _check_jax_lifetime("gpu", event, path)
+
+
+# --- numpy: a view holds the array, and numpy refuses to resize an array something refers to ----
+
+@pytest.mark.parametrize("keep", ["view", "to torch", "__dlpack__ of the view", "launch_args"])
+def test_numpy_refuses_to_resize_an_array_while_a_view_or_export_of_it_lives(keep):
+    import interop_core
+
+    a = np.arange(16, dtype=np.float32)
+    if keep == "view":
+        kept = interop_core.view(a)
+    elif keep == "to torch":
+        pytest.importorskip("torch")
+        kept = interop_core.to(a, "torch")
+    elif keep == "__dlpack__ of the view":
+        kept = np.from_dlpack(interop_core.view(a))
+    else:
+        kept = interop_core.launch_args([a])
+    with pytest.raises(ValueError, match="cannot resize"):
+        a.resize(1 << 20)               # would move the memory the view shows
+    del kept
+    collect()
+    a.resize(1 << 20)                   # nothing of ours refers to it any more
+    assert a.shape == (1 << 20,)

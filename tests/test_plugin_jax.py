@@ -72,32 +72,55 @@ def test_reader_validates_on_this_jax():
     result = validation_result(_type_path())
     assert result.validated, result.reason
     assert result.canaries >= 10
-    assert result.details["ordered_reads_checked"] >= 10
+    assert result.details["shared_reads_checked"] >= 10
 
 
 def test_array_type_uses_this_plugins_compiled_reader_through_the_public_abi():
-    from interop_jax import _reader
+    from interop_jax import _read, _reader
 
     entry = interop_core.plugins.reader_for(type(jnp.zeros(1)))
     assert entry.plugin == "jax"
     assert type(entry.reader).__name__ == "PyCapsule"
-    assert entry.fallback.reader is _reader.read_with_dlpack
+    assert entry.fallback.reader is _read.read_with_dlpack is _reader.read_with_dlpack
     assert entry.readonly and entry.fallback.readonly
 
 
+def test_the_compiled_modules_keep_their_stubs_and_cimport_nothing_of_the_core_but_the_abi():
+    # The plugin is a template a third party can copy: each compiled module is a .pyx with its
+    # .pxd and .pyi, and reaches the core only through the public C ABI (interop_core.abi) and
+    # its public Python API.
+    import pathlib
+    import re
+
+    import interop_jax
+
+    folder = pathlib.Path(interop_jax.__file__).parent
+    modules = sorted(p.stem for p in folder.glob("_*.pyx"))
+    assert {"_handles", "_devices", "_hold", "_read", "_validation", "_shards_read",
+            "_reader"} <= set(modules)
+    for stem in modules:
+        assert (folder / f"{stem}.pyi").is_file(), f"{stem}.pyi"
+        for suffix in (".pyx", ".pxd"):
+            source = (folder / (stem + suffix)).read_text()
+            cimported = set(re.findall(r"^\s*(?:from\s+(\S+)\s+)?cimport\s+(\S+)", source,
+                                       re.M))
+            core = {m or n for m, n in cimported if (m or n).startswith("interop_core")}
+            assert core <= {"interop_core.abi"}, (stem + suffix, core)
+
+
 def test_a_reader_that_fails_validation_hands_over_to_the_fallback(force_validation):
-    from interop_jax import _reader
+    from interop_jax import _read
 
     force_validation(_type_path(), False, "simulated by the test")
     x = jnp.arange(4.0)
     entry = interop_core.plugins.reader_for(type(x))
-    assert entry.reader is _reader.read_with_dlpack
+    assert entry.reader is _read.read_with_dlpack
     v = interop_core.view(x)
     assert v.readonly and v.ptr == x.unsafe_buffer_pointer()
 
 
-def test_prepare_refuses_an_ordered_export_that_describes_other_memory():
-    from interop_jax import _reader
+def test_prepare_refuses_a_sample_whose_export_describes_another_shape():
+    from interop_jax import _validation
 
     class Impostor:
         """Accessors of one array, shape of another: what a changed jax could look like."""
@@ -108,7 +131,7 @@ def test_prepare_refuses_an_ordered_export_that_describes_other_memory():
         def __getattr__(self, name):
             return getattr(self._array, name)
 
-    why = _reader.prepare([Impostor(jnp.arange(6.0), (2, 3))])
+    why = _validation.prepare([Impostor(jnp.arange(6.0), (2, 3))])
     assert isinstance(why, str) and "shape" in why
 
 
@@ -432,11 +455,15 @@ def test_to_numpy_of_a_jax_array_keeps_it_alive(reader_mode, numpy_export_path):
     assert alive() is None
 
 
-def test_to_numpy_of_a_jax_array_is_based_on_the_array_itself():
-    # The compiled reader's keep-alive goes straight to numpy's C API: no view object between.
+def test_to_numpy_of_a_jax_array_is_based_on_the_hold_of_its_buffer():
+    # The compiled reader's keep-alive (jax's external reference on the buffer, which holds the
+    # array too) goes straight to numpy's C API: no view object between.
+    from interop_jax._hold import BufferHold
+
     assert validation_result(_type_path()).validated
     x = jnp.arange(6.0)
-    assert interop_core.to(x, "numpy").base is x
+    out = interop_core.to(x, "numpy")
+    assert type(out.base) is BufferHold and out.base.array is x
 
 
 @pytest.mark.gpu
@@ -488,7 +515,7 @@ def test_to_cupy_of_a_cuda_array_is_zero_copy_holds_it_and_warns_read_only():
     assert out.shape == (3, 4) and out.strides == (16, 4)
     del x
     gc.collect()
-    assert alive() is not None                   # cupy's UnownedMemory holds the jax array
+    assert alive() is not None          # cupy's UnownedMemory keeps the hold, which keeps x
     assert out.sum().item() == 66.0
     del out
     gc.collect()
@@ -519,17 +546,19 @@ class TestJaxPluginConformance(PluginConformance):
                         device=(1, 0), readonly=True)
 
 
-# --- the reader's per-array cache: a second read is answered from what the first one saw,
-# confirmed by the buffer address and the aval; it must never describe a freed buffer.
+# --- holds: every read keeps jax's external reference on the buffer (a BufferHold); reads of
+# an array whose hold lives share it, confirmed by the buffer address and the aval.  A hold must
+# never outlive every view and export of it, nor describe another buffer than the array's.
 
 @pytest.mark.parametrize("how", ["deleted", "donated"])
 @pytest.mark.parametrize("entry_point", ["view", "to numpy"])
-def test_deleted_array_after_a_cached_read_is_a_clear_error(how, entry_point):
+def test_deleted_array_after_shared_reads_is_a_clear_error(how, entry_point):
     x = jnp.arange(16.0).reshape(4, 4)
     read = interop_core.view if entry_point == "view" else (lambda a: interop_core.to(a, "numpy"))
-    for _ in range(3):          # the first read fills the cache, the others hit it
+    for _ in range(3):          # the first read takes a hold, the others share it
         got = read(x)
         assert got.shape == (4, 4)
+    del got                     # no view left: jax may free (or donate) the buffer
     if how == "deleted":
         x.delete()
     else:
@@ -539,41 +568,67 @@ def test_deleted_array_after_a_cached_read_is_a_clear_error(how, entry_point):
         read(x)
 
 
-def test_cached_read_follows_jaxs_replace_with():
+def test_views_of_one_array_alive_at_once_share_one_hold():
+    import sys
+
+    from interop_jax._hold import BufferHold
+
+    assert validation_result(_type_path()).validated
+    x = jnp.arange(12.0)
+    first = interop_core.to(x, "numpy")
+    again = interop_core.to(x, "numpy")
+    hold = first.base
+    assert type(hold) is BufferHold and hold.array is x
+    assert again.base is hold
+    users = sys.getrefcount(hold)
+    launch = interop_core.launch_args([x])
+    view = interop_core.view(x)
+    assert sys.getrefcount(hold) == users + 2       # the launch record's slot and the view
+    del launch, view
+    assert sys.getrefcount(hold) == users
+    assert interop_core.to(jnp.arange(12.0), "numpy").base is not hold
+
+
+def test_a_hold_outlives_replace_with_and_the_next_read_takes_the_new_buffer():
     """jaxlib can swap an array's contents (``_replace_with``, behind jax's mutable arrays):
-    the next read describes the new buffer, shape and dtype, not the cached ones."""
+    a view made before keeps showing the old buffer (held); the next read describes the new
+    one, with its own hold."""
     x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
     if not hasattr(x, "_replace_with"):
         pytest.skip("this jaxlib has no _replace_with")
-    assert interop_core.view(x).shape == (3, 4)
-    assert interop_core.view(x).shape == (3, 4)           # admitted to the cache
-    assert interop_core.view(x).shape == (3, 4)           # a hit
-    same_aval = jnp.ones((3, 4), jnp.float32)
-    x._replace_with(same_aval)
-    v = interop_core.view(x)
-    assert v.ptr == same_aval.unsafe_buffer_pointer()
-    np.testing.assert_array_equal(interop_core.to(x, "numpy"), np.ones((3, 4), np.float32))
-    other = jnp.arange(5, dtype=jnp.int8)
-    x._replace_with(other)
-    v = interop_core.view(x)
-    assert (v.shape, v.dtype, v.ptr) == ((5,), np.int8, other.unsafe_buffer_pointer())
+    before = [interop_core.to(x, "numpy") for _ in range(3)]    # one hold, shared
+    new = jnp.ones((3, 4), jnp.float32)
+    x._replace_with(new)
+    del new
+    junk = [jnp.full((3, 4), 777.0) for _ in range(20)]         # over anything freed
+    after = interop_core.to(x, "numpy")
+    assert after.ctypes.data == x.unsafe_buffer_pointer() != before[0].ctypes.data
+    assert after.base is not before[0].base and after.base.array is x
+    np.testing.assert_array_equal(after, np.ones((3, 4), np.float32))
+    for old in before:
+        np.testing.assert_array_equal(old, np.arange(12, dtype=np.float32).reshape(3, 4))
+    del junk
 
 
-def test_cached_reads_of_many_arrays_and_of_recycled_addresses():
-    """Arrays beyond the cache's size, and new arrays at freed arrays' addresses, read right."""
+def test_held_reads_of_many_arrays_and_of_recycled_addresses():
+    """More arrays than the table of live holds has entries, read while earlier views live, and
+    new arrays at freed arrays' addresses: every read describes its own array's buffer."""
     for _round in range(3):
         arrays = [jnp.full((i % 5 + 1, 3), i % 100, dtype=[jnp.float32, jnp.int8][i % 2])
-                  for i in range(200)]
-        for _ in range(3):      # read, admitted to the cache, a hit (when still there)
+                  for i in range(300)]
+        kept = []
+        for _ in range(2):
             for i, a in enumerate(arrays):
                 v = interop_core.view(a)
                 assert v.shape == (i % 5 + 1, 3) and v.ptr == a.unsafe_buffer_pointer()
-                assert v.dtype == a.dtype
-                assert interop_core.to(a, "numpy")[0, 0] == i % 100
-        del arrays, a
+                assert v.dtype == a.dtype and v.owner is a
+                out = interop_core.to(a, "numpy")
+                assert out[0, 0] == i % 100 and out.base.array is a
+                kept.append(out)
+        del arrays, a, v, out, kept
 
 
-def test_cached_read_of_another_layout():
+def test_held_read_of_another_layout():
     """An array with a column-major device layout keeps its strides when read again."""
     try:
         from jax.experimental.layout import Format, Layout
@@ -586,7 +641,86 @@ def test_cached_read_of_another_layout():
     except Exception as exc:  # noqa: BLE001 - a backend without custom layouts
         pytest.skip(f"no custom layout here: {exc}")
     first = interop_core.view(x)
-    again = interop_core.view(x)
-    assert first.strides == again.strides
+    again = interop_core.view(x)            # shares the first view's hold
+    assert first.strides == again.strides == (1, 3)
     np.testing.assert_array_equal(interop_core.to(x, "numpy"), base)
     np.testing.assert_array_equal(interop_core.to(x, "numpy"), base)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_an_array_jax_cannot_export_is_refused_rather_than_viewed_without_a_hold(dtype):
+    # jax's DLPack export has no code for these element types, so no external reference can be
+    # taken: a view could not keep the memory through delete() or donation.
+    x = jnp.zeros(8, getattr(jnp, dtype))
+    with pytest.raises(BufferError, match="jax refused that export"):
+        interop_core.view(x)
+    with pytest.raises(BufferError, match="jax refused that export"):
+        interop_core.to(x, "numpy")
+
+
+def test_a_donation_jax_declined_leaves_every_view_reading_the_original():
+    x = jnp.arange(8.0)
+    v = interop_core.view(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # jax may say it could not donate
+        doubled = jax.jit(lambda a: a * 2, donate_argnums=0)(x)
+    assert not x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(doubled), np.arange(8.0) * 2)
+    np.testing.assert_array_equal(interop_core.to(v, "numpy"), np.arange(8.0))
+
+
+def _pending_on_the_gpu(gpu):
+    """(array still being computed on `gpu`, its size): seconds of matrix products."""
+    @jax.jit
+    def slow(a):
+        for _ in range(400):
+            a = jnp.tanh(a @ a)
+        return a
+
+    a = jax.device_put(jnp.full((4096, 4096), 0.001, jnp.float32), gpu)
+    slow(a).block_until_ready()             # compiled, and the GPU warm
+    return slow(a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry_point", ["view", "to jax", "launch_args"])
+def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    x = _pending_on_the_gpu(gpu)
+    if entry_point == "view":
+        out = interop_core.view(x)
+    elif entry_point == "to jax":
+        out = interop_core.to(x, "jax")
+    else:
+        out = interop_core.launch_args([x])
+    assert not x.is_ready(), "taking the hold waited for jax's computation on the host"
+    assert out is not None
+    x.block_until_ready()
+
+
+@pytest.mark.gpu
+def test_a_gpu_array_held_by_a_view_is_not_donated():
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    import gc
+
+    x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), gpu)
+    v = interop_core.view(x)
+    donate = jax.jit(lambda a: a * 2, donate_argnums=0)
+    try:
+        donate(x).block_until_ready()
+    except Exception as exc:  # noqa: BLE001 - jax refuses with an error or declines with a warning
+        assert "external reference" in str(exc)
+    assert not x.is_deleted()
+    host = np.empty(8, np.float32)
+    v.copy_to(host)
+    np.testing.assert_array_equal(host, np.arange(8.0))
+    del v
+    gc.collect()
+    donate(x).block_until_ready()
+    assert x.is_deleted()

@@ -2,35 +2,42 @@
 
 Reading
 -------
-jax's array implementation (``ArrayImpl``; ``jaxlib._jax`` on jax 0.10, other module paths on
-other versions, all declared: resolution is lazy) is read by this package's compiled reader
-(``_reader.pyx``), registered through the public C ABI (``interop_core.h``, version 2) exactly
-as a third party's would be.  It reads the array's own accessors: its sharding's device and
-memory kind, ``aval`` (shape and dtype), its device layout, and ``unsafe_buffer_pointer()``;
-an array read again is answered from a small per-array cache (named by a weak reference),
-confirmed on every read by ``unsafe_buffer_pointer()`` (which raises for a deleted or donated
-array) and the identity of the array's ``aval``.
+jax's array implementation (``ArrayImpl``; ``jaxlib._jax`` on jax 0.10 to 0.12, other module
+paths on other versions, all declared: resolution is lazy) is read by this package's compiled
+reader (``_read.pyx``), registered through the public C ABI (``interop_core.h``, version 2)
+exactly as a third party's would be.  Every read **holds the buffer**: it takes jaxlib's DLPack
+capsule of the array (``buffer_to_dlpack_managed_tensor``, what ``__dlpack__`` calls: jax's
+external reference on the buffer), keeps it unconsumed in a ``BufferHold`` that the view,
+export, ``LaunchArgs`` slot or shard view keeps alive, and reads the pointer, shape, strides and
+dtype from it; the device and memory kind come from the array's sharding.  Reads of an array
+whose hold is alive share it, confirmed by ``unsafe_buffer_pointer()`` (which raises for a
+deleted or donated array) and the identity of the array's ``aval``.
 Those are jax internals, so the core validates the reader once per process, before its first
-use: ``prepare`` checks the sharding type and jaxlib's ordered export, and the core reads canary
-arrays with it and with the fallback (jax's own ``__dlpack__``, ``_reader.read_with_dlpack``)
-and compares them.  If anything differs, the fallback serves the rest of the process
+use: ``prepare`` checks the sharding type and shared reads, and the core reads canary arrays
+with it and with the fallback (jax's own ``__dlpack__``, ``_read.read_with_dlpack``) and
+compares them.  If anything differs, the fallback serves the rest of the process
 (``python -m interop_core doctor`` says why).
+
+The compiled modules, each a ``.pyx`` with its ``.pxd`` and ``.pyi``: ``_handles`` (jax's
+handles and the core's helper table, looked up once), ``_devices`` (DLPack devices from
+shardings, jax's streams), ``_hold`` (``BufferHold``), ``_read`` (the reader, its fallback, the
+producer strategy), ``_validation`` (canaries and ``prepare``), ``_shards_read``
+(``shards()``), ``_reader`` (the exporter).
 
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
   The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
   array say read-only too (jax's legacy DLPack capsules cannot).
 * **Ordering, never a host wait on device work** (the stream contract):
 
-  - Device memory, ``view(x)`` / ``stream=None`` / ``-1``: no wait at all.  The address is
-    defined (PJRT assigns it when the computation is enqueued), the contents may still be
-    being computed.
+  - Device memory, ``view(x)`` / ``stream=None`` / ``-1``: no host wait.  The hold is taken on
+    jax's stream for external ready events (PJRT orders it after the computation, enqueued);
+    the address is defined, the contents may still be being computed.
   - Device memory, ``view(x, stream=s)``, ``to(x, ..., stream=s)``, ``view(x).sync(s)``: PJRT
     makes ``s`` wait for jax's pending work on ``x`` (what ``x.__dlpack__(stream=s)`` does);
     the host does not wait.
   - Host memory (the CPU backend), any stream or none: jax's CPU work is not stream-ordered
     and host consumers read at once, so the read waits until ``x`` is computed
-    (``is_ready()``, then ``block_until_ready()`` if not), as jax's own DLPack export does.
-    Only an array's first read asks: the per-array cache admits arrays once computed.
+    (jaxlib waits as the hold is taken), as jax's own DLPack export does.
   - The producer strategy (``producer_stream``), asked when a view made without a stream is
     ordered later, orders jax's pending work onto jax's own stream for external ready events
     and reports that stream.
@@ -38,17 +45,19 @@ and compares them.  If anything differs, the fallback serves the rest of the pro
 * Arrays sharded over several devices (``interop_core.shards()`` views those, see below),
   deleted or donated arrays, and arrays on a device of another process raise ``BufferError``
   naming the problem.
-* A metadata-only view holds the array, not jax's buffer: do not ``delete()`` or donate the
-  array while such a view is in use (jax frees the buffer regardless of references).  A
-  stream-ordered view holds jax's DLPack tensor (an external reference), which keeps the buffer.
+* **Lifetime.**  While a view or export of ``x`` lives, ``x.delete()`` marks ``x`` deleted and
+  leaves the memory, and jax declines to donate the buffer (as after ``torch.from_dlpack(x)``);
+  once the last one is gone the buffer is jax's again.  Arrays jax's DLPack export refuses
+  (``int4``, ``uint4``, tiled layouts: nothing could hold them) raise ``BufferError``.
 
 Sharded arrays
 --------------
 ``interop_core.shards(x)`` yields one view per addressable shard, with the indices and replica
-ids of jax's own ``addressable_shards``.  The compiled path (``_reader.read_shards``) asks jax's
-public answer once per (sharding, global shape) and keeps it as a plan (an
-``interop_core.ShardLayout`` and each slot's device); per call it reads the array's per-device
-arrays with the reader's accessors, confirms each one's device, and makes the views in one loop.
+ids of jax's own ``addressable_shards``.  The compiled path (``_shards_read.read_shards``) asks
+jax's public answer once per (sharding, global shape) and keeps it as a plan (an
+``interop_core.ShardLayout`` and each slot's device); per call it confirms each per-device
+array's device and shape, holds each per-device buffer as the reader does, and makes the views
+in one loop.  Each shard view keeps its buffer's hold.
 Those are jax internals: the core validates the path once per process, on the first
 ``shards()`` of a jax array (``prepare_shards``, and ``shard_canaries`` split both ways), against
 the public path (``_sharded.jax_shards``: ``addressable_shards``), which replaces it if anything
@@ -73,12 +82,13 @@ Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, th
 Handing jax arrays to other frameworks
 --------------------------------------
 The other plugins' exporters read jax arrays with this plugin's reader, so the rules above hold
-(host memory read once computed, device memory without a host wait; read-only).  ``to(x, "numpy")`` of a CPU array is a non-writeable
-ndarray whose ``base`` is ``x`` itself: the numpy plugin's compiled exporter gets this reader's
-record and builds the array with numpy's C API, no view in between (0.52x the time of
-``np.asarray(x)`` on the development VM for an array handed over again, which the reader answers
-from its per-array cache; ``np.asarray`` goes through jaxlib's buffer protocol and waits for the
-array).  ``to(x, "cupy")`` of a CUDA array: cupy's ``UnownedMemory`` holds ``x``.  cupy,
+(host memory read once computed, device memory without a host wait; read-only; the buffer
+held).  ``to(x, "numpy")`` of a CPU array is a non-writeable ndarray whose ``base`` is the
+``BufferHold`` of ``x``'s buffer (``base.array is x``): the numpy plugin's compiled exporter gets
+this reader's record and builds the array with numpy's C API, no view in between (0.5x the time
+of ``np.asarray(x)`` on the development VM; ``np.asarray`` goes through jaxlib's buffer protocol,
+which takes an external reference too and waits for the array).  ``to(x, "cupy")`` of a CUDA
+array: cupy's ``UnownedMemory`` keeps the ``BufferHold`` (and so ``x``).  cupy,
 torch and numba arrays cannot be read-only, so those handoffs warn with
 ``interop_core.plugins.ReadOnlyHandoffWarning``, at no cost when the warning filters ignore it.
 
@@ -187,22 +197,22 @@ def producer_stream(array):
         computation producing ``array`` (the host does not wait); ``None`` for host memory,
         after the host waited for jax's CPU work on it.
     """
-    from . import _reader  # compiled; imports no jax
+    from . import _read  # compiled; imports no jax
 
-    return _reader.producer_stream(array)
+    return _read.producer_stream(array)
 
 
 @interop_core.hookimpl
 def interop_core_register(registry):
     """Declare jax's array types (the compiled accessor reader and sharded path, each validated
     once, read-only), the ``"jax"`` exporter and its shard assembler (imports no jax)."""
-    from . import _reader  # compiled; imports no jax
+    from . import _read, _reader, _shards_read, _validation  # compiled; import no jax
 
-    reader = _reader.reader_capsule()
+    reader = _read.reader_capsule()
     for path in ARRAY_TYPES:
-        registry.add_type(path, reader=reader, fallback=_reader.read_with_dlpack,
-                          prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=_reader.producer_stream, readonly=True)
+        registry.add_type(path, reader=reader, fallback=_read.read_with_dlpack,
+                          prepare=_validation.prepare, canaries=_validation.canaries,
+                          producer_stream=_read.producer_stream, readonly=True)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin.
     registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
                           preserves_readonly=True)
@@ -210,6 +220,7 @@ def interop_core_register(registry):
 
     for path in ARRAY_TYPES:
         # The compiled path (jax internals, validated once) and jax's public one behind it.
-        registry.add_sharded_type(path, _reader.read_shards, fallback=jax_shards,
-                                  prepare=_reader.prepare_shards, canaries=_reader.shard_canaries)
+        registry.add_sharded_type(path, _shards_read.read_shards, fallback=jax_shards,
+                                  prepare=_shards_read.prepare_shards,
+                                  canaries=_shards_read.shard_canaries)
     registry.add_shard_assembler("jax", assemble_jax)

@@ -1,39 +1,26 @@
-"""Stub for the compiled jax reader (registered through interop_core.h, ABI v2) and exporter."""
+"""The jax plugin's exporter (``to(view, "jax")``) and, by their old names, the reader's public
+functions (see ``_read``, ``_validation``, ``_shards_read``, ``_hold``)."""
 
-from collections.abc import Iterable
 from typing import Any
 
-from interop_core import Shards, StridedMemoryView
+from interop_core import StridedMemoryView
+
+from ._hold import BufferHold as BufferHold
+from ._read import producer_stream as producer_stream
+from ._read import read_with_dlpack as read_with_dlpack
+from ._read import reader_capsule as reader_capsule
+from ._shards_read import prepare_shards as prepare_shards
+from ._shards_read import read_shards as read_shards
+from ._shards_read import shard_canaries as shard_canaries
+from ._validation import canaries as canaries
+from ._validation import prepare as prepare
 
 __all__ = ["reader_capsule", "read_with_dlpack", "prepare", "canaries", "producer_stream",
-           "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries"]
-
-def reader_capsule() -> Any:
-    """The accessor reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
-
-def read_with_dlpack(obj: Any, stream: int | None = None) -> StridedMemoryView:
-    """The fallback reader: jax's own DLPack export, with the reader's clear errors."""
-
-def canaries() -> list[Any]:
-    """jax arrays made like the ones users read, on jax's default device, for validation."""
-
-def prepare(samples: Iterable[Any] | None = None) -> dict[str, Any] | str:
-    """Check what the core's comparison with the fallback leaves out (once per process)."""
-
-def producer_stream(obj: Any) -> int | None:
-    """Order jax's pending work on ``obj`` onto a stream, and return that stream."""
+           "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries",
+           "BufferHold"]
 
 def to_jax(view: StridedMemoryView, stream: Any = None) -> Any:
     """A ``jax.Array`` over the memory of ``view`` (same pointer), keeping ``view`` alive."""
 
 def export_status() -> dict[str, tuple[bool, str]]:
     """The once-per-platform checks of ``to(x, "jax")``'s direct import made so far."""
-
-def read_shards(array: Any, stream: Any = None) -> Shards:
-    """The addressable shards of a jax array, without jax's ``Shard`` objects (the fast path)."""
-
-def shard_canaries() -> list[Any]:
-    """Sharded jax arrays over this process's devices of jax's default backend (validation)."""
-
-def prepare_shards() -> dict[str, Any] | str:
-    """Check what the comparison with the public path leaves out (once per process)."""

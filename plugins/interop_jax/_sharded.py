@@ -4,8 +4,8 @@
 Reading, the public path: every shard of ``array.addressable_shards`` (jax's own list: its
 ``data``, ``index`` and ``replica_id``) becomes a :class:`interop_core.Shard`, its data viewed by
 the plugin's reader like any single-device array.  ``shards()`` takes the compiled path
-(``_reader.read_shards``), which asks this list once per sharding and global shape; this one is
-its fallback, validated against it once per process.  Any sharding works (``SingleDeviceSharding``,
+(``_shards_read.read_shards``), which asks this list once per sharding and global shape; this
+one is its fallback, validated against it once per process.  Any sharding works (``SingleDeviceSharding``,
 ``NamedSharding``, ``PositionalSharding`` and ``GSPMDSharding`` where the installed jax has
 them, fully or partially replicated): jax computes the indices and replica ids, we only read
 them.  Under ``jax.distributed`` a process sees only the shards on its own devices

@@ -1,0 +1,12 @@
+"""Holds: jax's external reference on a buffer, for as long as a view or export of it lives."""
+
+from typing import Any
+
+__all__ = ["BufferHold"]
+
+class BufferHold:
+    """jax's external reference on one jax array's buffer, shared by the views and exports of
+    it alive at once (the keep-alive every read of the jax reader hands the core)."""
+    @property
+    def array(self) -> Any:
+        """The jax array whose buffer is held."""

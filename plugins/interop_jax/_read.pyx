@@ -1,0 +1,247 @@
+# The jax reader: a single-device jax.Array -> interop_core_tensor_info, without blocking the
+# host, registered through the public C ABI (interop_core.h, version 2) like any third party's
+# reader (reader_capsule), with jax's own __dlpack__ as its fallback (read_with_dlpack) and the
+# producer strategy the core asks for jax's stream (producer_stream).  It cimports nothing of
+# the core but interop_core.abi.
+#
+# Lifetime: every read holds the buffer (see _hold.pyx).  jax frees an array's buffer on
+# `delete()` and when the array is donated to a jitted computation, whatever Python references
+# to the array exist; what keeps the memory is an external reference on the PJRT buffer, which
+# jax's own DLPack export takes (jaxlib's buffer_to_dlpack_managed_tensor: the capsule's
+# destructor releases it).  While one lives, delete() marks the array deleted but leaves the
+# memory, and jax refuses to donate the buffer.  So each view, export, LaunchArgs slot and shard
+# view of a jax array holds such a capsule, unconsumed, through a `BufferHold`.
+#
+# Reading.  The capsule is taken on every read that finds no live hold of the array, so the
+# metadata comes from it too (the core's describe_dlpack: pointer, shape, strides, dtype): what
+# jax's own export says, custom device layouts included, for what the capsule costs anyway.
+# Only the device comes from the array's sharding (`_locate`): several devices, another
+# process's devices and memory kinds are told apart there, before the capsule is taken (jaxlib
+# would export a sharded array's first shard), and a GPU device names the stream the hold is
+# taken on.
+# Those are jax internals or near-internals, so the core validates the reader once per process
+# (registry `prepare=` / `canaries=`): it reads canary arrays with this reader and with the
+# fallback (`read_with_dlpack`, jax's own __dlpack__) and compares them field by field;
+# `prepare` (_validation.pyx) checks the sharding type and that shared reads say what first
+# reads say.
+# On any difference the fallback serves the rest of the process.
+#
+# Readiness, per the stream contract (see docs/streams.md for what jax does underneath):
+# - device memory, no stream (None, -1): no host wait.  The hold is taken on jax's own stream
+#   for external ready events (`_jax_stream`, what producer_stream reports): PJRT makes that
+#   stream wait for the array's definition events and returns once the computation is enqueued,
+#   not computed.  (stream=None would make jaxlib wait on the host until the array is computed.)
+#   The consumer orders itself later (sync(), a stream).
+# - host memory (the CPU backend, a GPU's unpinned_host memory kind), with or without a stream:
+#   the hold is taken without a stream, and jaxlib waits until the array is computed.  jax's CPU
+#   work runs on a thread pool and is not stream-ordered (PJRT's stream wait is "only
+#   implemented for GPU"), so nothing a consumer could do later would order it: the host is the
+#   only order there is, and every host consumer (numpy, the buffer protocol, a CPU DLPack
+#   consumer) reads as soon as it has the pointer.  A shared read (one that finds a live hold of
+#   the array, _hold.pyx) finds a hold taken after that wait: it waits for nothing.
+# - a consumer stream, device memory: the hold is taken on that stream (what
+#   __dlpack__(stream=s) does, without its Python wrappers): PJRT makes it wait for the array's
+#   definition events; the host does not wait for the computation.
+
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New
+from libc.stdint cimport int32_t, intptr_t
+
+from interop_core.abi cimport INTEROP_CORE_READER_V2_CAPSULE, interop_core_tensor_info
+
+from interop_jax._handles cimport (
+    KDL_CPU,
+    _accessor_type,
+    _ready,
+    _ready_method,
+    _setup,
+    _wait_method,
+)
+from interop_jax._devices cimport (
+    _MULTI_DEVICE,
+    _jax_stream,
+    _locate,
+    _located_device,
+    _resolve_device,
+)
+from interop_jax._hold cimport (
+    BufferHold,
+    _capsule_of,
+    _hand_over,
+    _hold_stream,
+    _shared_hold,
+    _take_hold,
+)
+
+__all__ = ["reader_capsule", "read_with_dlpack", "producer_stream"]
+
+_DELETED = (
+    "cannot view a deleted jax array: its buffer was freed by array.delete() or donated to a "
+    "jitted computation (donate_argnums)")
+
+
+cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
+    """Host memory: wait until jax has computed `obj` (see "Readiness"); device memory is
+    ordered on streams instead, never by a host wait."""
+    if device_type != KDL_CPU:
+        return 0
+    # Mostly computed already: is_ready() costs less than block_until_ready(), which lets go of
+    # the GIL and takes it back even then.
+    if type(obj) is _accessor_type:
+        if not _ready_method(obj):
+            _wait_method(obj)
+    elif not obj.is_ready():
+        obj.block_until_ready()
+    return 0
+
+
+cdef int _read_held(object obj, interop_core_tensor_info* out) except -1:
+    """Metadata, address and a hold of a single-device array, without a consumer stream."""
+    cdef int32_t device_type, device_id
+    h = _shared_hold(obj)
+    if h is None:
+        _locate(obj, &device_type, &device_id)
+        h = _take_hold(obj, _hold_stream(device_type, _located_device), device_type, device_id)
+    return _hand_over(h, out)
+
+
+cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* out) except -1:
+    """Device memory, a consumer stream: PJRT makes `consumer` wait for the array's definition
+    events as the hold is taken on it."""
+    cdef int32_t device_type, device_id
+    _locate(obj, &device_type, &device_id)
+    h = _take_hold(obj, consumer, device_type, device_id)
+    _hand_over(h, out)
+    # Relative to `consumer` the memory is ready: it is the stream the writes are ordered on.
+    out.has_producer_stream = 1
+    out.producer_stream = consumer
+    return 0
+
+
+cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
+    cdef int32_t device_type, device_id
+    if stream is None:
+        return _read_held(obj, out)
+    _locate(obj, &device_type, &device_id)
+    if device_type == KDL_CPU:
+        return _read_held(obj, out)  # jaxlib waits for jax's CPU work: the host is the order
+    return _read_ordered(obj, <intptr_t> <Py_ssize_t> stream, out)
+
+
+cdef int read_jax_array(PyObject* obj_ptr, PyObject* stream_ptr,
+                        interop_core_tensor_info* out) except -1:
+    cdef object obj = <object> obj_ptr
+    stream = None if stream_ptr == NULL else <object> stream_ptr
+    try:
+        if not _ready:
+            _setup(type(obj))
+        return _read(obj, stream, out)
+    except BufferError:
+        raise
+    except Exception as exc:
+        _raise_if_deleted(obj, exc)
+        raise
+
+
+cdef int _raise_if_deleted(object obj, object exc) except -1:
+    deleted = obj.is_deleted()
+    if deleted:
+        raise BufferError(_DELETED) from None
+    return 0
+
+
+def reader_capsule():
+    """The accessor reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2).
+
+    Returns
+    -------
+    PyCapsule
+        Named ``"interop_core.reader_v2"``.
+    """
+    return PyCapsule_New(<void*> read_jax_array, INTEROP_CORE_READER_V2_CAPSULE, NULL)
+
+
+def read_with_dlpack(obj, stream=None):
+    """The fallback reader: jax's own DLPack export, with the reader's clear errors.
+
+    jax's ``__dlpack__`` orders on the consumer's stream when given one; without one it waits
+    on the host until the array is ready (the fallback's cost).  The view keeps jax's capsule,
+    which holds the buffer as the compiled reader's views do.
+
+    Parameters
+    ----------
+    obj : jax.Array
+    stream : None or int
+        The consumer stream, resolved by the core.
+
+    Returns
+    -------
+    interop_core.StridedMemoryView
+        Read-only (jax arrays are immutable).
+
+    Raises
+    ------
+    BufferError
+        For arrays over several devices, on another process's device, deleted or donated.
+    """
+    from interop_core import StridedMemoryView
+
+    try:
+        sharding = obj.sharding
+        devices = sharding.device_set
+        if len(devices) != 1:
+            raise BufferError(_MULTI_DEVICE.format(n=len(devices)))
+        if not obj.is_fully_addressable:
+            raise BufferError(f"cannot view a jax array on {next(iter(devices))}: that device "
+                              "belongs to another jax process, so its memory is not "
+                              "addressable here")
+        return StridedMemoryView.from_dlpack(obj, stream)
+    except BufferError:
+        raise
+    except Exception as exc:
+        _raise_if_deleted(obj, exc)
+        raise
+
+
+def producer_stream(obj):
+    """Order jax's pending work on ``obj`` onto a stream, and return that stream.
+
+    jax has no notion of a current stream that a consumer could wait on.  For device memory,
+    PJRT makes jax's stream for external ready events wait for the array's definition events
+    (no host wait) and that stream is returned: an event recorded on it later completes after
+    jax's writes.  For host memory (the CPU backend) jax's work is not stream-ordered: the host
+    waits for the array and ``None`` is returned (nothing left to order).
+
+    Parameters
+    ----------
+    obj : jax.Array
+        A single-device array.
+
+    Returns
+    -------
+    int or None
+    """
+    try:
+        if not _ready:
+            _setup(type(obj))
+        # jax's public accessors: this runs whether or not the reader passed its validation.
+        sharding = obj.sharding
+        devices = sharding.device_set
+        if len(devices) != 1:
+            raise BufferError(_MULTI_DEVICE.format(n=len(devices)))
+        device = next(iter(devices))
+        device_type = (<tuple> _resolve_device(device, sharding.memory_kind))[0]
+        if device_type == KDL_CPU:
+            _wait_for_host_work(obj, device_type)      # what every read of host memory does
+            return None
+        stream = _jax_stream(device)
+        if stream is None:
+            obj.block_until_ready()
+            return None
+        _capsule_of(obj, stream)       # dropped at once: the stream is ordered
+        return stream
+    except BufferError:
+        raise
+    except Exception as exc:
+        _raise_if_deleted(obj, exc)
+        raise
