@@ -178,7 +178,7 @@ def _target_or_skip(target):
 
 @pytest.mark.parametrize("copy", COPIES, ids=lambda c: f"copy={c}")
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("target", ["numpy", "torch", "numba"])
+@pytest.mark.parametrize("target", ["numpy", "torch", "jax", "numba"])
 def test_every_layout_and_element_size_gives_numpy_equal_results_or_a_clear_error(
         target, layout, copy):
     _target_or_skip(target)
@@ -296,12 +296,110 @@ def test_pinned_host_memory_becomes_a_cpu_tensor_over_the_same_memory():
     assert t.tolist() == keep.tolist()
 
 
+# --- jax: alignment, x64, copy=, device= --------------------------------------------------------
+
+@pytest.fixture
+def jax_x64_off():
+    jax = pytest.importorskip("jax")
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    yield jax
+    jax.config.update("jax_enable_x64", before)
+
+
 def _aligned(n, dtype, offset=0):
     raw = np.zeros(n * np.dtype(dtype).itemsize + 128, np.uint8)
     start = (-raw.ctypes.data) % 64 + offset
     out = raw[start:start + n * np.dtype(dtype).itemsize].view(dtype)
     out[...] = np.arange(n).astype(dtype)
     return out
+
+
+def test_jax_with_copy_false_refuses_unaligned_host_memory_instead_of_copying(jax_x64_off):
+    a = _aligned(16, np.float32, offset=4)
+    with pytest.raises(BufferError) as info:
+        interop_core.to(a, "jax", copy=False)
+    message = str(info.value)
+    assert "aligned to 64 bytes" in message and hex(a.ctypes.data) in message
+    assert "copy=None" in message
+
+
+@pytest.mark.parametrize("copy", [None, True])
+def test_jax_gets_an_aligned_copy_without_a_warning(jax_x64_off, copy):
+    a = _aligned(16, np.float32, offset=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = interop_core.to(a, "jax", copy=copy)
+    assert out.unsafe_buffer_pointer() != a.ctypes.data
+    assert out.unsafe_buffer_pointer() % 64 == 0
+    np.testing.assert_array_equal(np.asarray(out), a)
+
+
+def test_jax_copy_true_of_aligned_memory_is_independent_and_silent(jax_x64_off):
+    a = _aligned(16, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shared = interop_core.to(a, "jax")
+        copied = interop_core.to(a, "jax", copy=True)
+    assert shared.unsafe_buffer_pointer() == a.ctypes.data
+    assert copied.unsafe_buffer_pointer() != a.ctypes.data
+    a[0] = 99
+    assert float(copied[0]) == 0.0 and float(shared[0]) == 99.0
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+@pytest.mark.parametrize("dtype", ["float64", "int64", "uint64", "complex128"])
+def test_jax_without_x64_refuses_64_bit_types_rather_than_narrowing_them(jax_x64_off, dtype,
+                                                                         copy):
+    a = _aligned(4, dtype)
+    with pytest.raises(BufferError, match=r"jax_enable_x64.*jax\.config\.update"):
+        interop_core.to(a, "jax", copy=copy)
+
+
+def test_jax_with_x64_takes_64_bit_types_without_a_copy(jax_x64_off):
+    jax = jax_x64_off
+    jax.config.update("jax_enable_x64", True)
+    a = _aligned(4, np.float64)
+    out = interop_core.to(a, "jax", copy=False)
+    assert out.dtype == np.float64 and out.unsafe_buffer_pointer() == a.ctypes.data
+
+
+def test_jax_exporter_called_on_its_own_never_copies(jax_x64_off):
+    import interop_jax
+
+    with pytest.raises(BufferError, match="aligned to 64 bytes"):
+        interop_jax.export_jax(view(_aligned(16, np.float32, offset=4)))
+    with pytest.raises(BufferError, match="jax_enable_x64"):
+        interop_jax.export_jax(view(_aligned(4, np.float64)))
+
+
+@pytest.mark.parametrize("spelling", ["device object", "cpu:3", "dlpack pair", "sharding"])
+def test_jax_device_places_the_result_on_that_host_device_without_a_copy(jax_x64_off, spelling):
+    jax = jax_x64_off
+    devices = jax.devices("cpu")
+    if len(devices) < 4:
+        pytest.skip("needs four jax CPU devices (XLA_FLAGS set before jax started)")
+    device = {"device object": devices[3], "cpu:3": "cpu:3", "dlpack pair": (1, 3),
+              "sharding": jax.sharding.SingleDeviceSharding(devices[3])}[spelling]
+    a = _aligned(8, np.float32)
+    out = interop_core.to(a, "jax", device=device, copy=False)
+    assert out.devices() == {devices[3]}
+    assert out.unsafe_buffer_pointer() == a.ctypes.data
+    np.testing.assert_array_equal(np.asarray(out), a)
+    # A copy lands there too.
+    copied = interop_core.to(a[::-1], "jax", device=device)
+    assert copied.devices() == {devices[3]}
+    np.testing.assert_array_equal(np.asarray(copied), a[::-1])
+
+
+@pytest.mark.parametrize(("device", "message"), [
+    ("cpu:99", "CPU device"), ((1, 99), "CPU device"), ("cuda:0", "no gpu backend"),
+    ("tpu:0", "unknown device"), ((4, 0), "DLPack device types")])
+def test_jax_device_it_does_not_have_is_a_value_error(jax_x64_off, device, message):
+    if device == "cuda:0" and any(d.platform != "cpu" for d in jax_x64_off.devices()):
+        pytest.skip("jax has a GPU here")
+    with pytest.raises(ValueError, match=message):
+        interop_core.to(_aligned(8, np.float32), "jax", device=device)
 
 
 # --- device= elsewhere: one host device ---------------------------------------------------------
@@ -360,7 +458,7 @@ def _requiring_grad(torch):
             "made by torch.tensor": torch.tensor([1.0, 2.0], requires_grad=True)}
 
 
-@pytest.mark.parametrize("target", ["numpy", "torch"])
+@pytest.mark.parametrize("target", ["numpy", "torch", "jax"])
 def test_tensors_that_require_grad_are_refused_naming_detach(torch, target):
     _target_or_skip(target)
     for name, t in _requiring_grad(torch).items():
@@ -541,7 +639,8 @@ def test_registration_refuses_malformed_limits_and_rules(registered):
 
 def test_first_party_targets_declare_their_limits():
     expected = {"numpy": "device_types=(1, 3, 11, 13)", "torch": "negative_strides=False",
-                "numba": "negative_strides=False", "cupy": "device_types=(2, 3, 13)"}
+                "jax": "layout='compact'", "numba": "negative_strides=False",
+                "cupy": "device_types=(2, 3, 13)"}
     for name, fragment in expected.items():
         try:
             limits = interop_core.plugins.exporter_for(name)[3]
