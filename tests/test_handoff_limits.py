@@ -498,6 +498,33 @@ def test_the_export_rule_reads_torchs_own_answer(torch):
     assert status["autograd_meta_offset"] > 0
 
 
+# --- the view's own exports ---------------------------------------------------------------------
+
+def test_dlpack_copy_true_hands_over_new_aligned_memory():
+    a = np.arange(10, dtype=np.int8)[1:]
+    b = np.from_dlpack(view(a), copy=True)
+    assert b.ctypes.data != a.ctypes.data and b.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(b, a)
+
+
+def test_dlpack_copy_false_never_copies():
+    a = np.arange(6.0).reshape(2, 3)[:, ::-1]
+    b = np.from_dlpack(view(a), copy=False)
+    assert b.ctypes.data == a.ctypes.data and b.strides == a.strides
+
+
+@pytest.mark.parametrize(("kwargs", "exc", "message"), [
+    ({"dl_device": (1, 1)}, BufferError, "no CPU device 1"),
+    ({"dl_device": "cpu"}, TypeError, "dl_device must be a"),
+    ({"dl_device": (1.5, 0)}, TypeError, "dl_device must be a"),
+    ({"copy": "yes"}, TypeError, "copy must be None, True or False"),
+    ({"copy": False, "dl_device": (2, 0)}, BufferError, "copy=False"),
+])
+def test_dlpack_arguments_it_cannot_honour_are_named(kwargs, exc, message):
+    with pytest.raises(exc, match=message):
+        view(np.arange(3.0)).__dlpack__(**kwargs)
+
+
 # --- declaring limits and rules (the plugin API) ------------------------------------------------
 
 class _Recorder:
