@@ -9,6 +9,7 @@ from .core._layout import StridedLayout
 from .core._view import Buffer, StridedMemoryView
 from .cuda._streams import resolve_consumer_stream
 from .handoff._handoff import to
+from .handoff._limits import ImportLimits
 from .launch._launch import LaunchArgs, launch_args
 from .launch._viewable import viewable
 from .plugins import plugin_status, register_plugin, unregister_plugin
@@ -18,6 +19,7 @@ from .shards import Shard, ShardLayout, Shards, shards  # (binds `shards` to the
 
 __all__ = [
     "Buffer",
+    "ImportLimits",
     "LaunchArgs",
     "LaunchKey",
     "Shard",

@@ -23,6 +23,8 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .cuda import _streams
+from .handoff import _limits
+from .handoff._limits import EXPORT_RULE_CAPSULE, ImportLimits
 from .registry import _registry, _validation
 from .shards import _shards
 
@@ -32,6 +34,8 @@ Any = object
 __all__ = [
     "DISABLE_AUTOLOAD_ENV",
     "ENTRY_POINT_GROUP",
+    "EXPORT_RULE_CAPSULE",
+    "ImportLimits",
     "PluginInfo",
     "PluginLoadWarning",
     "PluginRegistrar",
@@ -89,10 +93,12 @@ class _Declaration:
     def __init__(self, sequence, plugin, kind, target, value, types=()):
         self.sequence = sequence  # registration order: a later declaration overrides an earlier
         self.plugin = plugin      # name of the plugin that made it
-        self.kind = kind          # "type", "stream", "sharded", "exporter" or "assembler"
+        # "type", "stream", "sharded", "exporter", "assembler" or "rule"
+        self.kind = kind
         self.target = target      # a type, a "module:QualName" string, or a target name
         # ReaderEntry, (stream-handle callable, keep_last), ShardedEntry, (exporter callable,
-        # preserves_readonly) or an assembler callable: the plugin's objects, held here.
+        # preserves_readonly, ImportLimits or None), an assembler callable or an export rule
+        # (a callable or a capsule): the plugin's objects, held here.
         self.value = value
         self.types = types        # for exporters: the types the target framework produces
 
@@ -126,8 +132,12 @@ _exporter_declarations: dict[str, _Declaration] = {}
 # Target name -> the winning shard assembler (to(shards, target)).  Replaced whole by _recompute.
 shard_assemblers: dict[str, Callable] = {}
 # What to() reads without taking the lock: target name or produced type -> (exporter,
-# preserves_readonly, name).  Replaced whole (never mutated) by _recompute.
+# preserves_readonly, name, limits).  Replaced whole (never mutated) by _recompute.
 export_table: dict = {}
+# Source type -> its export rule (a callable or a capsule), installed into to()'s compiled
+# table through the listeners below.  Replaced whole by _recompute.
+export_rules: dict = {}
+_export_rule_listeners: list = []    # callables(rules dict), called with _lock held
 
 
 def _split_path(path: str) -> tuple[str, str]:
@@ -259,7 +269,8 @@ class PluginRegistrar:
         self._record("stream", type_, (handle, keep_last))
 
     def add_exporter(self, target: str, exporter: Callable | Any, *, types: tuple = (),
-                     preserves_readonly: bool = False) -> None:
+                     preserves_readonly: bool = False,
+                     limits: ImportLimits | None = None) -> None:
         """Hand views on to a framework: ``interop_core.to(obj, target)``.
 
         Parameters
@@ -279,13 +290,43 @@ class PluginRegistrar:
             (torch, cupy), ``to()`` of a read-only view warns with
             :class:`ReadOnlyHandoffWarning`: the consumer could write memory the producer
             declared read-only.
+        limits : ImportLimits, optional
+            What the framework cannot import (layouts, host alignment, device types, dtypes it
+            cannot hold as configured).  ``to()`` checks them before ``exporter`` runs and
+            hands it a dense copy or raises ``BufferError``, as the call's ``copy=`` allows:
+            the exporter never sees a view its framework would abort on, copy or convert.
+            ``None``: the framework takes every layout.
         """
         if not isinstance(target, str) or not target:
             raise TypeError(f"exporter target must be a non-empty str, got {target!r}")
+        if limits is not None and type(limits) is not ImportLimits:
+            raise TypeError(f"limits must be an interop_core.ImportLimits or None, got "
+                            f"{type(limits).__name__}")
         exporter = _registry.new_exporter(exporter)    # a capsule becomes a CExporter
         for t in types:
             _validate_target(t, "exporter types")
-        self._record("exporter", target, (exporter, bool(preserves_readonly)), tuple(types))
+        self._record("exporter", target, (exporter, bool(preserves_readonly), limits),
+                     tuple(types))
+
+    def add_export_rule(self, type_: type | str, rule: Callable[[Any], Any] | Any) -> None:
+        """Refuse some objects of exactly ``type_`` to every ``to()``, as their framework does.
+
+        The framework's own rule for handing its objects on (torch: tensors that require grad
+        are not exported).  ``view()`` and ``launch_args()`` do not apply it: a launcher reads
+        such a tensor's pointer on purpose.
+
+        Parameters
+        ----------
+        type_ : type or str
+            The source type, or its ``"module:QualName"``.
+        rule : callable or PyCapsule
+            ``rule(obj) -> None``, raising (``BufferError``, naming the fix) for an object that
+            must not be exported; or a capsule named ``"interop_core.export_rule_v1"`` holding
+            a C function ``int rule(PyObject *obj)``: 0, or -1 with an exception set.  Called
+            once per ``to()`` of such an object: keep it cheap (a C rule costs nanoseconds).
+        """
+        _validate_target(type_, "type_")
+        self._record("rule", type_, _limits.new_export_rule(rule))
 
     def add_sharded_type(self, type_: type | str, shards: Callable[[Any, Any], Any], *,
                          subclasses: bool = False,
@@ -510,6 +551,7 @@ def _recompute() -> None:
     exporters: dict[str, _Declaration] = {}
     sharded: dict[type, Any] = {}
     assemblers: dict[str, Callable] = {}
+    rules: dict[type, Any] = {}
     pending: dict[str, list] = {}
     for d in declarations:
         if d.kind == "assembler":
@@ -529,6 +571,8 @@ def _recompute() -> None:
             readers[resolved] = _validation.chosen_entry(d.value)
         elif d.kind == "sharded":
             sharded[resolved] = d.value
+        elif d.kind == "rule":
+            rules[resolved] = d.value
         else:
             stream_handles[resolved] = d.value
     _pending.clear()
@@ -543,11 +587,14 @@ def _recompute() -> None:
             resolved = _resolve(t)
             if resolved is not None:
                 _exporter_names_by_type[resolved] = name
-    global export_table, shard_assemblers
+    global export_table, shard_assemblers, export_rules
     shard_assemblers = assemblers
-    table = {name: (*_exporters[name], name) for name in _exporters}
+    table = {name: (*_exporters[name][:2], name, _exporters[name][2]) for name in _exporters}
     table.update({t: table[name] for t, name in _exporter_names_by_type.items()})
     export_table = table
+    export_rules = rules
+    for listener in _export_rule_listeners:
+        listener(rules)
     _registry.set_entries(readers)
     _streams.set_stream_types(stream_handles)
     _shards.set_sharded_types(sharded)
@@ -594,13 +641,14 @@ def reader_for(t: type) -> Any:
     return _registry.entry_for(t)
 
 
-def exporter_for(target: Any) -> tuple[Callable, bool, str]:
+def exporter_for(target: Any) -> tuple[Callable, bool, str, ImportLimits | None]:
     """The exporter ``to()`` uses for ``target`` (a name, or a type some exporter produces).
 
     Returns
     -------
     tuple
-        ``(exporter, preserves_readonly, target name)``.
+        ``(exporter, preserves_readonly, target name, limits)``: ``limits`` is the
+        :class:`ImportLimits` the plugin declared, or None.
 
     Raises
     ------
@@ -625,7 +673,18 @@ def exporter_for(target: Any) -> tuple[Callable, bool, str]:
         exporter = _exporters.get(target)
         if exporter is None:
             raise ValueError(f"no plugin exports to {target!r}; {_known_targets()}")
-        return (*exporter, target)
+        return (exporter[0], exporter[1], target, exporter[2])
+
+
+def on_export_rules_change(listener: Callable[[dict], None]) -> None:
+    """Call ``listener(rules)`` now and whenever the winning export rules change.
+
+    ``rules`` maps each resolved source type to its rule; ``to()``'s compiled table installs
+    itself this way (plugins never call it).
+    """
+    with _lock:
+        _export_rule_listeners.append(listener)
+        listener(export_rules)
 
 
 def _framework_importable(packages: set[str]) -> bool:

@@ -334,3 +334,85 @@ def test_fuzz_array_interface_buffer_data_stays_in_bounds(d, data):
     # Data came from a real buffer and passed the bounds check, so reading it must be safe.
     if v.size and v.dlpack_dtype[0] != 6:
         np.asarray(v).sum()
+
+
+# --- __dlpack_device__ that does not return a DLPack device ------------------------------------
+
+class _DlpackWithDevice:
+    """A DLPack producer over a numpy array whose __dlpack_device__ returns ``device``."""
+
+    def __init__(self, device):
+        self.array = np.arange(3.0)
+        self.device = device
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+@pytest.mark.parametrize(("device", "exc"), [
+    ("cpu", TypeError), ((1,), TypeError), ((1.5, 0), TypeError), ((True, 0), TypeError),
+    ((1, "0"), TypeError), (None, TypeError), ((2**70, 0), ValueError)])
+def test_a_malformed_dlpack_device_names_the_object_the_method_and_the_value(device, exc):
+    producer = _DlpackWithDevice(device)
+    with pytest.raises(exc) as info:
+        StridedMemoryView.from_dlpack(producer)
+    message = str(info.value)
+    assert "_DlpackWithDevice.__dlpack_device__()" in message
+    assert repr(device) in message
+
+
+def test_a_dlpack_device_enum_is_an_int():
+    import enum
+
+    class Kind(enum.IntEnum):
+        CPU = 1
+
+    assert StridedMemoryView.from_dlpack(_DlpackWithDevice((Kind.CPU, 0))).shape == (3,)
+
+
+# --- Shards.from_pieces: ids and extents that do not fit ---------------------------------------
+
+@pytest.mark.parametrize(("replica", "exc", "message"), [
+    (2**70, ValueError, "shard 0: replica id 1180591620717411303424 is larger than 2\\*\\*62"),
+    (-1, ValueError, "shard 0: replica id -1 is negative"),
+    (1.0, TypeError, r"shard 0: its replica id must be an int, got float \(1.0\)"),
+    (True, TypeError, "shard 0: its replica id must be an int, got True"),
+])
+def test_shards_refuse_replica_ids_that_are_not_small_ints(replica, exc, message):
+    from interop_core import Shards
+
+    piece = np.zeros((2, 3))
+    with pytest.raises(exc, match=message):
+        Shards.from_pieces((2, 3), [(piece, (slice(0, 2), slice(0, 3)), replica)])
+
+
+@pytest.mark.parametrize("shape", [(2.0, 3), (2.5, 3), ("2", 3), (2, None)])
+def test_shards_refuse_extents_that_are_not_ints_instead_of_truncating(shape):
+    from interop_core import Shards
+
+    with pytest.raises(TypeError, match=r"shape .*: extent \d is .*not an int"):
+        Shards.from_pieces(shape, [(np.zeros((2, 3)), (slice(0, 2), slice(0, 3)))])
+
+
+@pytest.mark.parametrize("shape", [(2**40, 2**40), (2**31, 2**31, 4), (2**63,)])
+def test_shards_refuse_a_global_shape_whose_volume_overflows_int64(shape):
+    from interop_core import Shards
+
+    piece = np.zeros((0,) * len(shape))
+    index = tuple(slice(0, 0) for _ in shape)
+    with pytest.raises(ValueError, match="more elements than fit in int64"):
+        Shards.from_pieces(shape, [(piece, index)])
+
+
+def test_shards_take_numpy_integer_extents_and_an_empty_huge_shape():
+    from interop_core import Shards
+
+    found = Shards.from_pieces((np.int64(2), np.int32(3)),
+                               [(np.zeros((2, 3)), (slice(0, 2), slice(0, 3)))])
+    assert found.shape == (2, 3)
+    empty = Shards.from_pieces((2**40, 2**40, 0), [(np.zeros((0, 0, 0)),
+                                                    (slice(0, 0),) * 3)])
+    assert empty.shape == (2**40, 2**40, 0)

@@ -390,30 +390,32 @@ def test_to_jax_round_trips_bfloat16():
     assert out.unsafe_buffer_pointer() == a.ctypes.data
 
 
-def test_to_jax_warns_when_jax_copies_unaligned_memory():
-    import interop_jax
-
+def test_to_jax_hands_jax_an_aligned_copy_of_unaligned_memory():
     a = _aligned((17,), np.float32)[1:]
-    with pytest.warns(interop_jax.JaxCopyWarning, match="copied"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # a copy jax made itself would warn
         out = interop_core.to(a, "jax")
+    assert out.unsafe_buffer_pointer() != a.ctypes.data
+    assert out.unsafe_buffer_pointer() % 64 == 0
     assert np.array_equal(np.asarray(out), a)
+    with pytest.raises(BufferError, match="aligned to 64 bytes"):
+        interop_core.to(a, "jax", copy=False)
 
 
-def test_to_jax_of_64_bit_data_warns_unless_x64_is_enabled():
-    import interop_jax
-
+def test_to_jax_of_64_bit_data_is_refused_unless_x64_is_enabled():
     a = _aligned((4,), np.float64)
     if jax.config.jax_enable_x64:
         assert interop_core.to(a, "jax").unsafe_buffer_pointer() == a.ctypes.data
     else:
-        with pytest.warns(interop_jax.JaxCopyWarning):
-            assert interop_core.to(a, "jax").tolist() == a.tolist()
+        with pytest.raises(BufferError, match="jax_enable_x64"):
+            interop_core.to(a, "jax")
 
 
-def test_to_jax_of_a_non_compact_layout_is_a_clear_error():
+def test_to_jax_of_a_non_compact_layout_is_a_copy_or_a_clear_error():
     a = _aligned((4, 6), np.float32)
+    assert np.array_equal(np.asarray(interop_core.to(a[:, ::2], "jax")), a[:, ::2])
     with pytest.raises(BufferError, match="compact"):
-        interop_core.to(a[:, ::2], "jax")
+        interop_core.to(a[:, ::2], "jax", copy=False)
 
 
 def test_jax_to_jax_round_trip_keeps_the_buffer():

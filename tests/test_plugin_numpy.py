@@ -264,8 +264,13 @@ def test_device_memory_to_numpy_is_a_clear_error():
     host = np.zeros(4, np.float32)
     on_device = interop_core.StridedMemoryView.from_pointer(
         host.ctypes.data, (4,), dtype="float32", device=(2, 0), owner=host)
-    with pytest.raises(BufferError, match="device memory cannot become a numpy array"):
+    with pytest.raises(BufferError, match=r"numpy imports memory of DLPack device types "
+                                          r"\(1, 3, 11, 13\) only.*\(2, 0\).*device='cpu'"):
         interop_core.to(on_device, "numpy")
+    # The exporter itself, called on its own, says the same in its words.
+    exporter = interop_core.plugins.exporter_for("numpy")[0]
+    with pytest.raises(BufferError, match="device memory cannot become a numpy array"):
+        exporter(on_device, None)
 
 
 # --- conformance kit -------------------------------------------------------------------------

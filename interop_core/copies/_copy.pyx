@@ -61,7 +61,7 @@ from ._coalesce cimport PLAN_MAX_NDIM, CopyPlan, coalesce, plan_dst_nested, plan
 
 from . import _ptx
 
-__all__ = ["copy", "empty_like", "export_copy", "place"]
+__all__ = ["copy", "device_pair", "empty_like", "export_copy", "is_on", "place"]
 
 cdef enum:
     KERNEL_MAX_OUTER = 15           # _ptx.MAX_OUTER_DIMS (checked at import)
@@ -658,11 +658,17 @@ _DEVICE_NAMES = {"cpu": kDLCPU, "cuda": kDLCUDA, "cuda_host": kDLCUDAHost,
 cdef tuple _target_device(object device, StridedMemoryView like):
     if device is None:
         return (like.rec.device_type, like.rec.device_id)
+    return parse_device(device)
+
+
+cdef tuple parse_device(object device):
     if isinstance(device, tuple) and len(device) == 2:
         kind, ordinal = device
         if (not isinstance(kind, int) or not isinstance(ordinal, int) or isinstance(kind, bool)
                 or isinstance(ordinal, bool)):
             raise TypeError(f"device tuple must hold two ints, got {device!r}")
+        kind = int(kind)            # an IntEnum (DLDeviceType) as its value
+        ordinal = int(ordinal)
     else:
         text = device if isinstance(device, str) else str(device)   # torch.device and alike
         name, _, index = text.partition(":")
@@ -675,13 +681,34 @@ cdef tuple _target_device(object device, StridedMemoryView like):
             raise ValueError(f"device ordinal in {device!r} is not an integer") from None
         kind = _DEVICE_NAMES[name]
     if kind not in (kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged):
-        raise BufferError(f"copies allocate host, CUDA, pinned or managed memory; DLPack device "
-                          f"type {kind} is none of these")
+        raise BufferError(f"device {device!r}: copies allocate host, CUDA, pinned or managed "
+                          f"memory; DLPack device type {kind} is none of these")
     if ordinal < 0:
-        raise ValueError(f"device ordinal must be >= 0, got {ordinal}")
-    if kind == kDLCPU or kind == kDLCUDAHost:
-        ordinal = 0
+        raise ValueError(f"device {device!r}: the ordinal must be >= 0, got {ordinal}")
+    if (kind == kDLCPU or kind == kDLCUDAHost) and ordinal != 0:
+        raise ValueError(
+            f"device {device!r}: host memory is one device, DLPack ({kind}, 0); ordinal "
+            f"{ordinal} names none.  Several host devices are a framework's own (jax's "
+            f"forced host devices): that framework places onto them, e.g. "
+            f"to(x, 'jax', device=jax.devices('cpu')[{ordinal}])")
     return (kind, ordinal)
+
+
+cdef bint on_device(StridedMemoryView v, tuple target) noexcept:
+    """Whether `v`'s memory already is on `target` (a parse_device pair).  "cpu" is met by any
+    host-accessible memory (pageable, pinned, managed), as the array API's device="cpu"."""
+    cdef int kind = target[0]
+    if kind == v.rec.device_type and target[1] == v.rec.device_id:
+        return True
+    return kind == kDLCPU and (v.rec.device_type == kDLCPU or v.rec.device_type == kDLCUDAHost
+                               or v.rec.device_type == kDLCUDAManaged)
+
+
+cdef StridedMemoryView dense_copy(StridedMemoryView view, tuple device, object order,
+                                  object stream):
+    cdef StridedMemoryView new = empty_view(view, device, order, stream)
+    copy_views(new, view, stream)
+    return new
 
 
 cdef StridedLayout _layout_for(StridedMemoryView like, object layout):
@@ -776,11 +803,27 @@ def empty_like(like, device=None, layout=None, stream=None):
     return empty_view(_as_view(like, "like"), device, layout, stream)
 
 
-def export_copy(StridedMemoryView view not None, device, stream):
-    """A copy of ``view`` in new memory on ``device`` (None: its own), dense, for exports."""
-    cdef StridedMemoryView new = empty_view(view, device, "K", stream)
-    copy_views(new, view, stream)
-    return new
+def device_pair(device):
+    """The DLPack ``(device_type, device_id)`` a ``device=`` argument names (see ``to()``).
+
+    Raises
+    ------
+    ValueError, TypeError, BufferError
+        Naming the argument: an unknown spelling, a negative ordinal, a host ordinal other
+        than 0 (host memory is one device), a device type copies cannot allocate.
+    """
+    return parse_device(device)
+
+
+def is_on(StridedMemoryView view not None, tuple target):
+    """Whether ``view``'s memory is on ``target`` (a :func:`device_pair`) without a copy."""
+    return on_device(view, target)
+
+
+def export_copy(StridedMemoryView view not None, device, stream, order="K"):
+    """A copy of ``view`` in new memory on ``device`` (None: its own), dense in ``order``
+    (``"K"``: the view's stride order, or ``"C"``), for exports."""
+    return dense_copy(view, _target_device(device, view), order, stream)
 
 
 def place(StridedMemoryView view not None, device, copy, stream):
@@ -805,12 +848,11 @@ def place(StridedMemoryView view not None, device, copy, stream):
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be None, True or False, got {copy!r}")
     own = (view.rec.device_type, view.rec.device_id)
-    target = own if device is None else _target_device(device, view)
-    same = target == own or (target[0] == kDLCPU and view.rec.device_type in (
-        kDLCPU, kDLCUDAHost, kDLCUDAManaged))
+    target = own if device is None else parse_device(device)
+    same = on_device(view, target)
     if not copy and same:
         return view
     if copy is False:
         raise BufferError(f"the source is on DLPack device {own}; device={device!r} needs a "
                           "copy, and copy=False forbids one")
-    return export_copy(view, target, stream)
+    return dense_copy(view, target, "K", stream)

@@ -7,6 +7,7 @@
 from . cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.buffer cimport Py_buffer
+from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.object cimport PyObject, PyTypeObject, destructor
@@ -903,11 +904,14 @@ cdef class StridedMemoryView:
         if dl_device is not None:
             try:
                 dev_type, dev_id = dl_device
-                dl_device = (int(dev_type), int(dev_id))
+                if isinstance(dev_type, bool) or isinstance(dev_id, bool):
+                    raise TypeError
+                # Integers of any kind (numpy's too); a float would be truncated: refused.
+                dl_device = (int(PyNumber_Index(dev_type)), int(PyNumber_Index(dev_id)))
             except (TypeError, ValueError):
                 raise TypeError(
-                    f"__dlpack__: dl_device must be a (device_type, device_id) pair, got "
-                    f"{dl_device!r}") from None
+                    f"__dlpack__: dl_device must be a (device_type, device_id) pair of ints, "
+                    f"got {dl_device!r}") from None
             if dl_device == (self.rec.device_type, self.rec.device_id):
                 dl_device = None
         if copy or dl_device is not None:

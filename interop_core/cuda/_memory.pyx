@@ -5,7 +5,15 @@
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from libc.stdint cimport int64_t, intptr_t, uintptr_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** out, size_t alignment, size_t size)
+
+cdef enum:
+    # Host allocations start on a 64-byte boundary: what jax's CPU backend needs to alias host
+    # memory (and a cache line), so a copy made for an export is never copied again.
+    HOST_ALIGNMENT = 64
 from libc.string cimport memset
 
 from ..core._dlpack_abi cimport kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged
@@ -282,7 +290,8 @@ cdef Allocation allocate_host(Py_ssize_t nbytes, bint pinned):
     if nbytes < 0:
         raise ValueError(f"cannot allocate {nbytes} bytes")
     if not pinned:
-        p = malloc(nbytes if nbytes > 0 else 1)
+        if posix_memalign(&p, HOST_ALIGNMENT, nbytes if nbytes > 0 else 1) != 0:
+            p = NULL
         if p == NULL:
             raise MemoryError(f"could not allocate {nbytes} bytes of host memory")
         return _new(<uintptr_t> p, nbytes, kDLCPU, 0, ALLOC_HOST)

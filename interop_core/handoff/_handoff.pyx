@@ -11,18 +11,85 @@
 # (read_unordered: no view object for compiled readers) and the exporter builds its object from
 # that, held alive by the reader's keep-alive (the source itself, or what holds its memory).
 # A view object would only be made, filled, read back and freed again (~0.1 us).
+#
+# Before any exporter runs, two things are checked, each in C on the common path:
+# - the source type's export rule (registry.add_export_rule: torch refuses tensors that require
+#   grad), found by comparing the source's type with the few types that declared one;
+# - the target's import limits (registry.add_exporter(..., limits=ImportLimits)): for a target
+#   that takes every layout (numpy, cupy) one int and one bit are read; otherwise the record's
+#   strides are walked once.  A source the target cannot take as it is leaves the fast path for
+#   _handoff, which copies (copy=None / True) or raises BufferError naming limit, value and fix.
+
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_TYPE
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from ..core._record cimport ViewRecord, extents_free, record_init
 from ..core._view cimport StridedMemoryView
 from ..registry._registry cimport CExporter, export_record, read_unordered, view_object
+from ._limits cimport (
+    LIMIT_C_CONTIGUOUS,
+    LIMIT_SPAN,
+    ExportRule,
+    ImportLimits,
+    apply_rule,
+    check_applies,
+    describe_problem,
+    layout_problem,
+    takes_as_is,
+)
 
 import warnings
 
 from .. import plugins
 from ..shards._shards import Shards
 
-__all__ = ["to"]
+__all__ = ["to", "export_checked"]
+
+# --- export rules of source types (registry.add_export_rule), installed by plugins -------------
+
+cdef enum:
+    MAX_RULES = 8          # rules compared in C; more go through a dict
+
+# The source types with a rule and their ExportRule objects, borrowed from _rules (which owns
+# the dict plugins installed: its keys are the types, its values the rules).
+cdef PyObject* _rule_types[MAX_RULES]
+cdef PyObject* _rule_objects[MAX_RULES]
+cdef int _n_rules = 0                 # entries in the arrays above
+cdef dict _rules = {}                 # type -> ExportRule (owned; replaced whole)
+cdef bint _rules_in_dict = False      # more than MAX_RULES: look up _rules instead
+
+
+def _install_rules(dict rules):
+    """Called by plugins with the winning rules (type -> ExportRule) whenever they change."""
+    global _n_rules, _rules, _rules_in_dict
+    cdef int i = 0
+    _n_rules = 0          # nothing is read while the arrays change (the GIL is held)
+    _rules = dict(rules)
+    _rules_in_dict = len(_rules) > MAX_RULES
+    if _rules_in_dict:
+        return
+    for t, rule in _rules.items():
+        _rule_types[i] = <PyObject*> t
+        _rule_objects[i] = <PyObject*> rule
+        i += 1
+    _n_rules = i
+
+
+cdef inline int _apply_rules(object obj) except -1:
+    cdef PyObject* t = <PyObject*> Py_TYPE(obj)
+    cdef int i
+    for i in range(_n_rules):
+        if _rule_types[i] == t:
+            return apply_rule(<ExportRule> _rule_objects[i], obj)
+    if _rules_in_dict:
+        rule = _rules.get(type(obj))
+        if rule is not None:
+            return apply_rule(<ExportRule> rule, obj)
+    return 0
+
+
+plugins.on_export_rules_change(_install_rules)
 
 # (source type, target name) -> the ReadOnlyHandoffWarning message: built once, since a handoff
 # of a read-only source (every jax array) warns on every call.  Owned here.
@@ -77,12 +144,15 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
     device : str, tuple or device object, optional
         Where the result must live, as the array API's ``from_dlpack(x, device=)``:
         ``"cpu"``, ``"cuda:1"``, a DLPack ``(device_type, device_id)`` pair, or a framework's
-        device object whose ``str()`` is such a name (``torch.device``).  None: ``obj``'s
-        device.  Another device means a copy (made on ``stream``; see the "Copies" page).
-        Not for shards, which stay on their devices.
+        device object whose ``str()`` is such a name (``torch.device``); for jax also its
+        device objects and ``"cpu:N"`` (jax's host devices).  None: ``obj``'s device.  Another
+        device means a copy (made on ``stream``; see the "Copies" page).  A device the target
+        does not have raises ``ValueError``.  Not for shards, which stay on their devices.
     copy : bool, optional
-        As ``from_dlpack(x, copy=)``: True always copies, False never does (``BufferError``
-        when ``device`` needs a copy), None copies only when needed.  Not for shards.
+        As ``from_dlpack(x, copy=)``: True always hands over new memory, False never copies
+        (``BufferError`` when ``device`` or the target's import limits need a copy), None
+        copies only when needed (a device move, or a layout or address the target cannot
+        import: a dense copy on the source's device, made on ``stream``).  Not for shards.
     **options
         Only for shards: passed to the target's assembler (``sharding=`` for jax,
         ``device_mesh=`` and ``placements=`` for torch).
@@ -91,16 +161,24 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
     -------
     object
         Shares memory with ``obj`` (same pointer) and keeps its owner alive, unless a copy
-        was asked for or needed.
+        was asked for or needed.  Its dtype is always ``obj``'s.
 
     Raises
     ------
     TypeError
         If options are given for something other than shards, or the assembler rejects them.
     ValueError
-        If no plugin exports to ``target``, or (shards) the options do not match the shards.
+        If no plugin exports to ``target``, ``device`` names a device the target does not have
+        (a host device other than 0, except for a target with several: jax), or (shards) the
+        options do not match the shards.
     BufferError
-        With ``copy=False`` when ``device`` is not ``obj``'s.
+        When the target cannot take ``obj`` as it is (a layout, address or device its
+        framework cannot import: see :class:`interop_core.ImportLimits`) and ``copy=False``
+        forbids the copy that would fix it; whatever ``copy`` says, for what no copy fixes
+        (memory on a device type the target does not import without ``device=``, a dtype it
+        cannot hold as configured: jax's 64-bit types without ``jax_enable_x64``), and when
+        ``obj``'s framework refuses to export it (a torch tensor that requires grad: use
+        ``.detach()``).
 
     Warns
     -----
@@ -126,32 +204,178 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
     found = table.get(target)
     if found is None:
         found = plugins.exporter_for(target)   # first use: discovery, lazy type resolution
-    exporter, preserves_readonly, name = found
+    exporter, preserves_readonly, name, limits = found
     if type(exporter) is CExporter and stream is None and device is None and copy is None:
-        return _export_record(<CExporter> exporter, obj, preserves_readonly, name)
+        return _export_record(<CExporter> exporter, obj, preserves_readonly, name, limits)
     v = view_object(obj, stream)
-    if device is not None or copy is not None:
-        from ..copies._copy import place
-
-        v = place(v, device, copy, stream)
-    if v.rec.readonly and not preserves_readonly:
-        _warn_read_only(obj, name)
-    return exporter(v, stream)
+    if _n_rules or _rules_in_dict:
+        _apply_rules(obj)
+    if device is None and copy is None and (limits is None
+                                            or takes_as_is(<ImportLimits> limits, &v.rec)):
+        if v.rec.readonly and not preserves_readonly:
+            _warn_read_only(obj, name)
+        return exporter(v, stream)
+    return _handoff(exporter, v, obj, name, preserves_readonly, limits, device, copy, stream,
+                    True)
 
 
 cdef object _export_record(CExporter exporter, object obj, bint preserves_readonly,
-                           object name):
+                           object name, object limits):
     """to(obj, target) for a compiled exporter, no stream: the record straight to it."""
     cdef ViewRecord rec
     record_init(&rec)
     try:
         # Without a stream nothing is ordered, as view(obj) orders nothing.
         keepalive = read_unordered(obj, None, &rec, 0)     # no launch batch
-        if rec.readonly and not preserves_readonly:
-            _warn_read_only(obj, name)
-        return export_record(exporter, &rec, keepalive, None)
+        if _n_rules or _rules_in_dict:
+            _apply_rules(obj)
+        if limits is None or takes_as_is(<ImportLimits> limits, &rec):
+            if rec.readonly and not preserves_readonly:
+                _warn_read_only(obj, name)
+            return export_record(exporter, &rec, keepalive, None)
     finally:
         extents_free(&rec.ext)     # heap extents of more than INLINE_NDIM dimensions
+    # Something to copy or refuse: the general path, on a view.
+    return _handoff(exporter, view_object(obj, None), obj, name, preserves_readonly, limits,
+                    None, None, None, True)
+
+
+# interop_core.copies._copy, imported on the first copy or device= (it loads the CUDA memory
+# layer and the PTX sources: not for `import interop_core`).
+cdef object _copy_module = None
+
+
+cdef object _copies():
+    global _copy_module
+    if _copy_module is None:
+        from ..copies import _copy
+
+        _copy_module = _copy
+    return _copy_module
+
+
+cdef str _call_text(object obj, object name, object device, object copy):
+    """How the user's call reads, for messages: to(Tensor, 'numpy', copy=False)."""
+    text = f"to({type(obj).__name__}, {name!r}"
+    if device is not None:
+        text += f", device={device!r}"
+    if copy is not None:
+        text += f", copy={copy!r}"
+    return text + ")"
+
+
+cdef str _device_hint(ImportLimits limits):
+    types = limits.device_types or ()
+    if 1 in types:
+        return "pass device='cpu' to copy it to host memory"
+    if 2 in types:
+        return "pass device='cuda:N' to copy it to a CUDA device"
+    return f"copy it to memory of one of those types first"
+
+
+cdef tuple _resolve_device(ImportLimits limits, object device, object obj, object name,
+                           object copy):
+    """(the DLPack (type, id) the memory must be on, the exporter's device handle or None)."""
+    if limits is not None and limits.resolve_device is not None:
+        resolved = limits.resolve_device(device)
+        if type(resolved) is not tuple or len(<tuple> resolved) != 3:
+            raise TypeError(f"the {name!r} exporter's resolve_device returned {resolved!r}, "
+                            "not a (device_type, device_id, handle) tuple")
+        return ((int(resolved[0]), int(resolved[1])), resolved[2])
+    try:
+        return (_copies().device_pair(device), None)
+    except (ValueError, TypeError, BufferError) as exc:
+        raise type(exc)(f"{_call_text(obj, name, device, copy)}: {exc}") from None
+
+
+cdef object _handoff(object exporter, StridedMemoryView v, object obj, object name,
+                     bint preserves_readonly, ImportLimits limits, object device, object copy,
+                     object stream, bint warn):
+    """The general path of to(): device=, copy=, and sources the target cannot take as they
+    are.  Decides everything before copying anything; the exporter gets a view it takes."""
+    cdef int problem = 0
+    cdef int lands_on
+    cdef tuple target = None
+    cdef bint moves = False
+    handle = None
+    if copy is not None and copy is not True and copy is not False:
+        raise TypeError(f"to(): copy must be None, True or False, got {copy!r}")
+    if device is not None:
+        target, handle = _resolve_device(limits, device, obj, name, copy)
+        moves = not _copies().is_on(v, target)
+    if limits is not None:
+        # What no copy fixes comes first: the target's own check (a dtype it cannot hold as
+        # configured), memory it does not import, a span that describes no memory.
+        if check_applies(limits, &v.rec):
+            said = limits.check(v)
+            if said is not None:
+                raise BufferError(f"{_call_text(obj, name, device, copy)}: {said}")
+        lands_on = target[0] if target is not None and (moves or copy is True) else \
+            v.rec.device_type
+        if not (limits.device_any or (0 <= lands_on < 64
+                                      and (limits.device_mask >> lands_on) & 1)):
+            if lands_on == v.rec.device_type:
+                where = f"the source is on DLPack device ({v.rec.device_type}, {v.rec.device_id})"
+            else:
+                where = f"device={device!r} is DLPack device type {lands_on}"
+            raise BufferError(
+                f"{_call_text(obj, name, device, copy)}: {name} imports memory of DLPack device "
+                f"types {limits.device_types} only, and {where}; {_device_hint(limits)}")
+        if limits.layout_bits:
+            problem = layout_problem(limits, &v.rec)
+            if problem == LIMIT_SPAN:
+                limit, value = describe_problem(limits, problem, &v.rec)
+                raise BufferError(f"{_call_text(obj, name, device, copy)}: {name} {limit}; "
+                                  f"{value}")
+    if copy is True or moves or problem:
+        if copy is False:
+            raise BufferError(_refusal(obj, name, device, v, limits, problem, moves))
+        order = "C" if limits is not None and limits.layout_bits & LIMIT_C_CONTIGUOUS else "K"
+        v = _copies().export_copy(v, target, stream, order)
+    if warn and v.rec.readonly and not preserves_readonly:
+        _warn_read_only(obj, name)
+    if handle is not None:
+        return exporter(v, stream, device=handle)
+    return exporter(v, stream)
+
+
+cdef str _refusal(object obj, object name, object device, StridedMemoryView v,
+                  ImportLimits limits, int problem, bint moves):
+    """The BufferError message of copy=False when the handoff needs a copy."""
+    call = _call_text(obj, name, device, False)
+    if problem:
+        limit, value = describe_problem(limits, problem, &v.rec)
+        return (f"{call}: {name} {limit}, and {value}; a copy would be needed and copy=False "
+                "forbids one: pass copy=None (or True) to hand over a dense copy, or make the "
+                "source contiguous first (.copy(), .contiguous())")
+    return (f"{call}: the source is on DLPack device ({v.rec.device_type}, {v.rec.device_id}); "
+            f"device={device!r} needs a copy, and copy=False forbids one (pass copy=None)")
+
+
+def export_checked(view, target, stream=None):
+    """``view`` handed to ``target``'s exporter after the target's limits are checked, as
+    ``to(view, target, stream)`` without its read-only warning (``to(shards, ...)`` warns once
+    for all shards): a copy where a limit needs one.
+
+    Parameters
+    ----------
+    view : StridedMemoryView
+    target : str or type
+    stream : optional
+
+    Returns
+    -------
+    object
+        The target framework's object.
+    """
+    cdef tuple found = plugins.export_table.get(target)
+    if found is None:
+        found = plugins.exporter_for(target)
+    exporter, preserves_readonly, name, limits = found
+    if type(view) is not StridedMemoryView:
+        raise TypeError(f"export_checked() takes a StridedMemoryView, got {type(view).__name__}")
+    return _handoff(exporter, <StridedMemoryView> view, view, name, preserves_readonly, limits,
+                    None, None, stream, False)
 
 
 cdef int _warn_read_only(object obj, object name) except -1:

@@ -32,6 +32,7 @@ from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
 from cpython.exc cimport PyErr_Occurred, PyErr_SetObject
 from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact,
     PyCapsule_GetName,
@@ -241,7 +242,7 @@ cdef object _producer_stream(object obj, object stream):
         device = obj.__dlpack_device__()
     except AttributeError:
         return None
-    cdef long device_type = device[0]
+    cdef long device_type = _device_type_of(obj, device)
     if device_type == kDLCUDA:
         if not sync:
             return _NO_SYNC
@@ -251,6 +252,30 @@ cdef object _producer_stream(object obj, object stream):
         return handle if sync else _NO_SYNC
     # Streams mean nothing for host and other memory; producers (numpy) insist on None.
     return None
+
+
+cdef long _device_type_of(object obj, object device) except? -1:
+    """The device type of what `obj.__dlpack_device__()` returned, checked: DLPack asks for a
+    (device_type, device_id) pair of ints (IntEnums included)."""
+    if (type(device) is tuple and PyTuple_GET_SIZE(device) == 2
+            and type(<object> PyTuple_GET_ITEM(device, 0)) is int
+            and type(<object> PyTuple_GET_ITEM(device, 1)) is int):
+        item = <object> PyTuple_GET_ITEM(device, 0)
+    else:
+        try:
+            kind, ordinal = device
+            if (isinstance(kind, bool) or isinstance(ordinal, bool)
+                    or not isinstance(kind, int) or not isinstance(ordinal, int)):
+                raise TypeError
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{type(obj).__name__}.__dlpack_device__() returned {device!r}; DLPack asks "
+                "for a (device_type, device_id) pair of ints, e.g. (1, 0) for the CPU") from None
+        item = kind
+    if not -(1 << 31) <= item < (1 << 31):
+        raise ValueError(f"{type(obj).__name__}.__dlpack_device__() returned {device!r}: device "
+                         f"type {item} is not a DLPack device type")
+    return item
 
 
 # Types whose __dlpack__ rejected max_version once (pre-1.0 producers): asked without it from

@@ -26,7 +26,7 @@ def assemble(shards: Shards, target: Any, stream: Any, options: dict) -> Any:
     ValueError
         If no plugin exports to ``target``, or the shards do not match the options.
     """
-    exporter, preserves_readonly, name = plugins.exporter_for(target)
+    _, preserves_readonly, name, _ = plugins.exporter_for(target)
     assembler = plugins.shard_assembler_for(name)
     if assembler is not None:
         return assembler(shards, stream, **options)
@@ -39,4 +39,9 @@ def assemble(shards: Shards, target: Any, stream: Any, options: dict) -> Any:
             f"to(shards, {name!r}): the shards are read-only but {name} objects cannot be; the "
             "results share their memory, so do not write through them",
             plugins.ReadOnlyHandoffWarning, stacklevel=3)
-    return tuple(exporter(s.view, stream_for_device(stream, s.device)) for s in shards)
+    from ..handoff._handoff import export_checked
+
+    # Each through the target's import limits (a copy where its framework cannot take a
+    # shard's layout as it is), as to(shard.view, name) would, warned about once above.
+    return tuple(export_checked(s.view, name, stream_for_device(stream, s.device))
+                 for s in shards)

@@ -304,13 +304,26 @@ cdef int _fill_layout(ShardLayout layout, tuple shape, list indices, list replic
             index = tuple([PySlice_New(layout._starts[k * ndim + d], layout._stops[k * ndim + d],
                                        None) for d in range(ndim)])
         normalized_indices.append(index)
-        replica = 0 if replicas is None else replicas[k]
-        if replica < 0:
-            raise ValueError(f"shard {k}: replica id {replica} is negative")
-        layout._replicas[k] = replica
+        layout._replicas[k] = 0 if replicas is None else _replica_id(replicas[k], k)
     layout._indices = tuple(normalized_indices)
     layout._count = n
     return 0
+
+
+cdef Py_ssize_t _replica_id(object value, Py_ssize_t k) except -1:
+    """Shard `k`'s replica id, checked: an int (bool excluded) from 0 up to 2**62."""
+    if isinstance(value, bool):
+        raise TypeError(f"shard {k}: its replica id must be an int, got {value!r}")
+    try:
+        replica = PyNumber_Index(value)
+    except TypeError:
+        raise TypeError(f"shard {k}: its replica id must be an int, got "
+                        f"{type(value).__name__} ({value!r})") from None
+    if replica < 0:
+        raise ValueError(f"shard {k}: replica id {replica} is negative")
+    if replica > (1 << 62):
+        raise ValueError(f"shard {k}: replica id {replica} is larger than 2**62")
+    return replica
 
 
 cdef Shards layout_shards(ShardLayout layout, object data, object stream,
@@ -622,18 +635,56 @@ cdef tuple _as_shape(object shape):
     if type(shape) is tuple:    # the common case: a framework's shape tuple, taken as it is
         for d in range(PyTuple_GET_SIZE(shape)):
             item = <object> PyTuple_GET_ITEM(shape, d)
-            if type(item) is not int or item < 0:
+            if type(item) is not int or item < 0 or item >= (1 << 62):
                 break
         else:
-            return <tuple> shape
+            result = <tuple> shape
+            _check_volume(result)
+            return result
     try:
-        result = tuple([int(n) for n in shape])
+        items = list(shape)
     except TypeError:
         raise TypeError(f"shape must be a sequence of ints, got {type(shape).__name__}") from None
+    extents = []
+    for d, n in enumerate(items):
+        if isinstance(n, bool):
+            raise TypeError(f"shape {tuple(items)}: extent {d} is {n!r}, not an int")
+        try:
+            extents.append(PyNumber_Index(n))
+        except TypeError:
+            # A float would be truncated silently by int(): refuse it instead.
+            raise TypeError(f"shape {tuple(items)}: extent {d} is {n!r} "
+                            f"({type(n).__name__}), not an int") from None
+    result = tuple(extents)
     for n in result:
         if n < 0:
             raise ValueError(f"shape {result} has a negative extent")
+    _check_volume(result)
     return result
+
+
+cdef extern from *:
+    """
+    #define ic_shards_mul_ovf(a, b, out) __builtin_mul_overflow((a), (b), (out))
+    """
+    bint _mul_overflows "ic_shards_mul_ovf"(int64_t a, int64_t b, int64_t* out) noexcept
+
+
+cdef int _check_volume(tuple shape) except -1:
+    """The global shape's volume fits int64 (and with it every piece's).  Extents are ints
+    from 0 up to 2**62 here (larger ones fail the product anyway)."""
+    cdef int64_t volume = 1
+    cdef bint overflow = False
+    cdef Py_ssize_t d
+    for d in range(PyTuple_GET_SIZE(shape)):
+        n = <object> PyTuple_GET_ITEM(shape, d)
+        if n == 0:
+            return 0
+        if n >= (1 << 62) or _mul_overflows(volume, <int64_t> n, &volume):
+            overflow = True
+    if overflow:
+        raise ValueError(f"shape {shape} has more elements than fit in int64")
+    return 0
 
 
 # --- which types are sharded: declared by plugins, looked up per type ---------------------------

@@ -120,5 +120,8 @@ def interop_core_register(registry: Any) -> None:
     from . import _export  # compiled; imports no cupy
 
     # The compiled exporter itself (interop_core.h): to() hands it the source's description.
+    # cupy arrays take every strided layout (negative, zero and overlapping strides: cupy's
+    # own slicing and as_strided make them) over CUDA device, pinned and managed memory.
     registry.add_exporter("cupy", _export.exporter_capsule(), types=ARRAY_TYPES,
-                          preserves_readonly=False)
+                          preserves_readonly=False,
+                          limits=interop_core.ImportLimits(device_types=_CUPY_DEVICE_TYPES))

@@ -68,16 +68,24 @@ of any framework with ``jax.make_array_from_single_device_arrays`` (``_sharded.p
 Exporting
 ---------
 ``interop_core.to(x, "jax")`` (the compiled ``_reader.to_jax``) imports the view with one jaxlib call
-(``dlpack_managed_tensor_to_buffer``), the device and jax's stream cached per device and the
-result checked once per platform against ``jax.dlpack.from_dlpack``; device memory is ordered
-before jax's stream first, as ``jax.dlpack.from_dlpack`` does.  jax accepts only compact layouts
-(a permutation of a dense row-major layout): anything else raises ``BufferError``.  jax on CPU
-**copies** host memory that is not aligned to 64 bytes; the exporter detects that by pointer
-and warns with :class:`JaxCopyWarning`.  The result is read-only, as every jax array is;
-read-only views are handed over too (jax takes only legacy capsules, which cannot say read-only:
-jax never writes into an imported buffer -- but do not donate the result to a jitted function).
-Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, through
-``jax.dlpack.from_dlpack`` (:func:`export_jax_slow`), reported by the same warning.
+(``dlpack_managed_tensor_to_buffer``, told never to copy), the device and jax's stream cached
+per device and the result checked once per platform against ``jax.dlpack.from_dlpack``; device
+memory is ordered before jax's stream first, as ``jax.dlpack.from_dlpack`` does.  What jax
+could take only as a copy or a conversion is declared in the exporter's ``ImportLimits``
+(``_reader.import_limits``), which ``to()`` checks first:
+
+* a layout that is not compact (a permutation of a dense row-major layout), and host memory
+  not aligned to 64 bytes (jax's CPU backend copies it), are handed over as a dense, aligned
+  copy with ``copy=None`` or ``True`` and refused with ``BufferError`` with ``copy=False``;
+* without ``jax_enable_x64``, 64-bit types are refused with ``BufferError`` whatever ``copy``
+  says: jax would turn them into 32-bit ones, a different array (``_reader.x64_refusal``).
+
+``device=`` takes jax devices (and single-device shardings), ``"cpu:N"`` (the N-th of jax's
+host devices: several with ``XLA_FLAGS=--xla_force_host_platform_device_count``), ``"cuda:N"``
+and DLPack pairs (``_reader.resolve_device``); host memory goes onto any of jax's CPU devices
+without a copy.  The result is read-only, as every jax array is; read-only views are handed
+over too (jax takes only legacy capsules, which cannot say read-only: jax never writes into an
+imported buffer -- but do not donate the result to a jitted function).
 
 Handing jax arrays to other frameworks
 --------------------------------------
@@ -94,8 +102,6 @@ torch and numba arrays cannot be read-only, so those handoffs warn with
 
 Loading this module imports neither jax nor numpy.
 """
-
-import warnings
 
 import interop_core
 
@@ -114,19 +120,8 @@ ARRAY_TYPES = (
 
 
 class JaxCopyWarning(UserWarning):
-    """``to(x, "jax")`` could not share memory: jax copied it (unaligned host memory)."""
-
-
-def warn_copied(view, stacklevel=3):
-    """Warn with :class:`JaxCopyWarning` that jax copied ``view``'s memory.
-
-    ``stacklevel`` counts Python frames from this function (the compiled ``to_jax`` has none:
-    3 names the caller of ``to()``).
-    """
-    warnings.warn(
-        f"jax copied the memory at {view.ptr:#x} instead of sharing it (jax requires "
-        "64-byte aligned host memory, and converts 64-bit types unless jax_enable_x64 is "
-        "set); the result is a copy", JaxCopyWarning, stacklevel=stacklevel)
+    """jax copies memory it was handed instead of sharing it (shards assembled from host
+    memory jax cannot alias: ``to(shards, "jax", sharding=...)``)."""
 
 
 def export_jax(view, stream=None):
@@ -147,13 +142,9 @@ def export_jax(view, stream=None):
     Raises
     ------
     BufferError
-        If the layout is not compact (jax cannot import it).
-
-    Warns
-    -----
-    JaxCopyWarning
-        If jax copied the memory (host memory not aligned to 64 bytes, 64-bit types without
-        ``jax_enable_x64``).
+        If jax could take the view only as a copy or a conversion (a layout that is not
+        compact, host memory not aligned to 64 bytes, 64-bit types without
+        ``jax_enable_x64``): ``interop_core.to(view, "jax")`` copies where a copy helps.
     """
     from . import _reader  # compiled; imports jax only when called
 
@@ -163,8 +154,9 @@ def export_jax(view, stream=None):
 def export_jax_slow(view, stream=None):
     """:func:`export_jax` through ``jax.dlpack.from_dlpack`` (what ``to_jax`` falls back to).
 
-    For views the direct import does not take: 64-bit types that jax converts, devices whose
-    once-per-platform check failed, memory kinds jax's direct import does not know.
+    For views the direct import does not take: devices whose once-per-platform check failed,
+    memory kinds jax's direct import does not know.  Never a copy (``copy=False``): what jax
+    could take only as one raises ``BufferError``.
     """
     import jax.dlpack
 
@@ -177,9 +169,12 @@ def export_jax_slow(view, stream=None):
         source = interop_core.StridedMemoryView.from_pointer(
             view.ptr, view.shape, view.strides, dtype=view.dlpack_dtype,
             device=(view.device_type, view.device_id), readonly=False, owner=view)
-    result = jax.dlpack.from_dlpack(source)
+    try:
+        result = jax.dlpack.from_dlpack(source, copy=False)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise BufferError(f"jax cannot import this view without a copy: {exc}") from exc
     if view.size and result.unsafe_buffer_pointer() != view.ptr:
-        warn_copied(view, stacklevel=4)
+        raise BufferError(f"jax copied the memory at {view.ptr:#x} although asked not to")
     return result
 
 
@@ -213,9 +208,10 @@ def interop_core_register(registry):
         registry.add_type(path, reader=reader, fallback=_read.read_with_dlpack,
                           prepare=_validation.prepare, canaries=_validation.canaries,
                           producer_stream=_read.producer_stream, readonly=True)
-    # The compiled exporter itself, so that a handoff runs no Python of this plugin.
+    # The compiled exporter itself, so that a handoff runs no Python of this plugin; to()
+    # checks what jax cannot take as it is (its import limits) before calling it.
     registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),
-                          preserves_readonly=True)
+                          preserves_readonly=True, limits=_reader.import_limits())
     from ._sharded import assemble_jax, jax_shards
 
     for path in ARRAY_TYPES:

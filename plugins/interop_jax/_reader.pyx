@@ -169,23 +169,36 @@ cdef object _import_extents(object view, tuple target, int ndim, const int64_t* 
         _pending_error()
     capsule = <object> made
     Py_XDECREF(made)        # <object> took its own reference
-    return _from_capsule(capsule, device, stream, None, device_type)
+    try:
+        # copy=False: jaxlib raises rather than copying what it cannot alias.
+        return _from_capsule(capsule, device, stream, False, device_type)
+    except Exception as exc:
+        if type(exc).__name__ not in ("XlaRuntimeError", "JaxRuntimeError", "ValueError"):
+            raise
+        raise BufferError(f"jax cannot import this view onto {device} without a copy: "
+                          f"{exc}") from exc
 
 
-def to_jax(view not None, stream=None):
+def to_jax(view not None, stream=None, device=None):
     """A ``jax.Array`` over the memory of ``view`` (same pointer), keeping ``view`` alive.
 
-    One jaxlib call (``dlpack_managed_tensor_to_buffer``) with the device and jax's stream for
-    external ready events cached per device; device memory is first ordered before that stream
-    (as ``jax.dlpack.from_dlpack`` does).  Views jax would convert (64-bit types without
-    ``jax_enable_x64``) or a platform whose check failed take the plugin's
-    ``jax.dlpack.from_dlpack`` path.
+    One jaxlib call (``dlpack_managed_tensor_to_buffer``, told never to copy) with the device
+    and jax's stream for external ready events cached per device; device memory is first
+    ordered before that stream (as ``jax.dlpack.from_dlpack`` does).  A platform whose
+    once-per-platform check failed takes the plugin's ``jax.dlpack.from_dlpack`` path.  It
+    never copies: what jax could only take as a copy is refused (``to()`` checks the plugin's
+    :func:`import_limits` first and hands over a copy where the call allows one).
 
     Parameters
     ----------
     view : interop_core.StridedMemoryView
     stream : optional
         Accepted for the exporter protocol: ``to()`` has already ordered the view on it.
+    device : jax.Device, optional
+        The jax device to import onto (what :func:`resolve_device` returned for ``to(...,
+        device=)``): one of jax's host devices for host memory, the GPU the memory is on for
+        device memory.  None: the device the memory is on (host memory: jax's first CPU
+        device).
 
     Returns
     -------
@@ -194,8 +207,10 @@ def to_jax(view not None, stream=None):
     Raises
     ------
     BufferError
-        If the layout is not compact (a transposition of a dense array), or the elements are
-        padded sub-byte types (a legacy DLPack capsule cannot describe them).
+        If jax could take the view only as a copy or a conversion: a layout that is not
+        compact (a permutation of a dense array), host memory not aligned to 64 bytes, 64-bit
+        types without ``jax_enable_x64``; or not at all: vector and padded sub-byte element
+        types, memory that is not on ``device``.
     """
     global _slow_export
     cdef int64_t shape[MAX_NDIM]
@@ -213,27 +228,220 @@ def to_jax(view not None, stream=None):
     if not _is_compact(ndim, shape, strides):
         raise BufferError(
             f"jax imports only compact layouts (a transposition of a dense array); this view "
-            f"has shape {shape_obj} and strides {strides_obj}: make it contiguous first")
+            f"has shape {shape_obj} and strides {strides_obj}: make it contiguous first "
+            "(interop_core.to(x, 'jax') hands jax a copy)")
     device_type = view.device_type
     device_id = view.device_id
     dtype = <tuple> view.dlpack_dtype
     itemsize = view.itemsize
-    target = _import_target(device_type, device_id)
-    if target is None or dtype[2] != 1 or (_is_64_bit(dtype[0], itemsize)
-                                           and not _x64_enabled()):
+    if dtype[2] != 1:
+        raise BufferError(f"jax cannot hold vector element types (DLPack {dtype})")
+    if dtype[1] * dtype[2] < 8:
+        raise BufferError("padded sub-byte element types need a versioned DLPack capsule, "
+                          "which jax does not take")
+    if _is_64_bit(dtype[0], itemsize):
+        refused = x64_refusal(view)
+        if refused is not None:
+            raise BufferError(refused)
+    if (volume and (device_type == KDL_CPU or device_type == KDL_CUDA_HOST
+                    or device_type == KDL_ROCM_HOST) and view.ptr % JAX_HOST_ALIGNMENT):
+        raise BufferError(
+            f"jax imports only host memory aligned to {JAX_HOST_ALIGNMENT} bytes without a "
+            f"copy; this view's address is {view.ptr:#x} (interop_core.to(x, 'jax') hands jax "
+            "an aligned copy)")
+    if device is not None:
+        target = _device_target(view, device)
+    else:
+        target = _import_target(device_type, device_id)
+    if target is None:
         if _slow_export is None:
             from interop_jax import export_jax_slow
             _slow_export = export_jax_slow
         return _slow_export(view, stream)
-    if dtype[1] * dtype[2] < 8:
-        raise BufferError("padded sub-byte element types need a versioned DLPack capsule")
-    result = _import_extents(view, <tuple> target, ndim, shape, strides, dtype, device_type,
-                             device_id)
-    # jax copies host memory it cannot alias (not 64-byte aligned) instead of failing.
-    if device_type == KDL_CPU and volume and result.unsafe_buffer_pointer() != view.ptr:
-        from interop_jax import warn_copied
-        warn_copied(view)
-    return result
+    if device is not None and (<tuple> target)[1] is None and device_type != KDL_CPU:
+        # Pinned host memory onto one of jax's CPU devices: it is host memory to jax.
+        from interop_core import StridedMemoryView
+        view = StridedMemoryView.from_pointer(view.ptr, shape_obj, strides_obj, dtype=dtype,
+                                              device=(KDL_CPU, 0), readonly=view.readonly,
+                                              owner=view)
+        device_type = KDL_CPU
+    return _import_extents(view, <tuple> target, ndim, shape, strides, dtype, device_type,
+                           device_id)
+
+
+cdef enum:
+    JAX_HOST_ALIGNMENT = 64      # jax's CPU backend aliases host memory only at this alignment
+
+
+cdef object _device_target(object view, object device):
+    """(device, jax's stream or None) for importing `view` onto the jax device `device`."""
+    platform = device.platform
+    host = view.device_type in (KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST)
+    if platform == "cpu":
+        if not host:
+            raise BufferError(f"the view is on DLPack device ({view.device_type}, "
+                              f"{view.device_id}), not in host memory: it cannot be imported "
+                              f"onto {device} (to(x, 'jax', device=...) copies it there)")
+        return (device, None)
+    if host or view.device_id != device.local_hardware_id or (
+            platform in ("gpu", "cuda") and view.device_type != KDL_CUDA) or (
+            platform == "rocm" and view.device_type != KDL_ROCM):
+        raise BufferError(f"the view is on DLPack device ({view.device_type}, "
+                          f"{view.device_id}), not on {device}: it cannot be imported there "
+                          "without a copy (to(x, 'jax', device=...) makes it)")
+    return (device, _jax_stream(device))
+
+
+# DLPack (code, bits, lanes) of the types jax turns into 32-bit ones without jax_enable_x64.
+cdef tuple _X64_TYPES = ((0, 64, 1), (1, 64, 1), (2, 64, 1), (5, 128, 1))
+cdef dict _NARROWED = {(0, 64, 1): "int32", (1, 64, 1): "uint32", (2, 64, 1): "float32",
+                       (5, 128, 1): "complex64"}
+
+
+def x64_refusal(view):
+    """Why jax cannot take ``view`` as it is configured, or None: a 64-bit element type while
+    ``jax_enable_x64`` is off (jax would turn it into a 32-bit one: another array, not a copy).
+
+    The dynamic check of :func:`import_limits` (asked only for 64-bit types).
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+
+    Returns
+    -------
+    str or None
+    """
+    if _x64_enabled():
+        return None
+    triple = tuple(view.dlpack_dtype)
+    narrowed = _NARROWED.get(triple)
+    if narrowed is None:
+        return None
+    return (f"jax is running without 64-bit types (jax_enable_x64 is off): it would turn this "
+            f"{view.dtype} array into {narrowed}, a different array rather than a copy, so it is "
+            "not handed over; enable them first with jax.config.update('jax_enable_x64', True), "
+            f"or convert the source to {narrowed} yourself")
+
+
+cdef dict _DEVICE_PLATFORMS = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "rocm": "rocm"}
+cdef dict _DLPACK_PLATFORMS = {KDL_CPU: "cpu", KDL_CUDA: "gpu", KDL_ROCM: "rocm"}
+
+
+def resolve_device(device):
+    """Where ``to(x, "jax", device=device)`` puts the result: ``(DLPack device type, device
+    id, jax device)`` (``ImportLimits.resolve_device`` of :func:`import_limits`).
+
+    Parameters
+    ----------
+    device : jax.Device, jax.sharding.Sharding, str, tuple or device object
+        A jax device, or a sharding over one; ``"cpu"`` / ``"cpu:N"`` (the N-th of jax's local
+        CPU devices: several with ``XLA_FLAGS=--xla_force_host_platform_device_count``),
+        ``"cuda:N"`` / ``"gpu:N"`` / ``"rocm:N"``, a DLPack ``(device_type, device_id)`` pair,
+        or an object whose ``str()`` is such a name (``torch.device``).
+
+    Returns
+    -------
+    tuple
+        ``(1, 0, cpu_device)`` for jax's CPU devices (they all read host memory), ``(2, N,
+        gpu_device)`` for the GPU with CUDA ordinal N, ``(10, N, ...)`` for ROCm.
+
+    Raises
+    ------
+    ValueError
+        For a device jax does not have here, a sharding over several devices, or a spelling
+        that names no jax device.
+    """
+    import jax
+
+    if isinstance(device, jax.sharding.Sharding):
+        devices = device.device_set
+        if len(devices) != 1:
+            raise ValueError(f"device={device!r}: to(x, 'jax') places onto one device; this "
+                             f"sharding has {len(devices)} (assemble shards with "
+                             "to(shards, 'jax', sharding=...))")
+        device = next(iter(devices))
+    if isinstance(device, jax.Device):
+        return _dlpack_of_jax_device(device) + (device,)
+    if isinstance(device, tuple) and len(device) == 2:
+        kind, ordinal = device
+        if (type(kind) is bool or type(ordinal) is bool or not isinstance(kind, int)
+                or not isinstance(ordinal, int)):
+            raise TypeError(f"device tuple must hold two ints, got {device!r}")
+        platform = _DLPACK_PLATFORMS.get(int(kind))
+        if platform is None:
+            raise ValueError(f"device={device!r}: jax imports DLPack device types 1 (CPU), 2 "
+                             f"(CUDA) and 10 (ROCm), not {int(kind)}")
+        ordinal = int(ordinal)
+    else:
+        text = device if isinstance(device, str) else str(device)
+        name, _, index = text.partition(":")
+        platform = _DEVICE_PLATFORMS.get(name)
+        if platform is None:
+            raise ValueError(f"unknown device {device!r} for jax; expected a jax device, 'cpu', "
+                             "'cpu:N', 'cuda:N', 'rocm:N' or a (device_type, device_id) pair")
+        try:
+            ordinal = int(index) if index else 0
+        except ValueError:
+            raise ValueError(f"device ordinal in {device!r} is not an integer") from None
+    if ordinal < 0:
+        raise ValueError(f"device={device!r}: the ordinal must be >= 0")
+    try:
+        local = jax.local_devices(backend=platform)
+    except RuntimeError:
+        raise ValueError(f"device={device!r}: jax has no {platform} backend here") from None
+    if platform == "cpu":
+        if ordinal >= len(local):
+            raise ValueError(
+                f"device={device!r}: jax has {len(local)} CPU device(s) here, so ordinal "
+                f"{ordinal} names none (XLA_FLAGS=--xla_force_host_platform_device_count=N "
+                "makes N)")
+        chosen = local[ordinal]
+    else:
+        found = [d for d in local if d.local_hardware_id == ordinal]
+        if not found:
+            raise ValueError(f"device={device!r}: jax has no {platform} device with hardware "
+                             f"ordinal {ordinal} here (it has "
+                             f"{sorted(d.local_hardware_id for d in local)})")
+        chosen = found[0]
+    return _dlpack_of_jax_device(chosen) + (chosen,)
+
+
+cdef tuple _dlpack_of_jax_device(object device):
+    import jax
+
+    if device.process_index != jax.process_index():
+        raise ValueError(f"device={device!r} belongs to process {device.process_index}, not "
+                         "this one: jax imports only onto this process's devices")
+    platform = device.platform
+    if platform == "cpu":
+        return (KDL_CPU, 0)
+    if platform in ("gpu", "cuda"):
+        return (KDL_CUDA, int(device.local_hardware_id))
+    if platform == "rocm":
+        return (KDL_ROCM, int(device.local_hardware_id))
+    raise ValueError(f"device={device!r}: jax's {platform!r} devices cannot import memory "
+                     "through DLPack")
+
+
+def import_limits():
+    """The :class:`interop_core.ImportLimits` of ``to(x, "jax")``.
+
+    Found by experiment (jax 0.10, CPU; CUDA per jaxlib's DLPack import): compact layouts
+    only, host memory aligned to 64 bytes (jax copies other host memory), 64-bit types only
+    with ``jax_enable_x64`` (:func:`x64_refusal`), host, CUDA and ROCm memory; jax devices,
+    ``"cpu:N"`` and DLPack pairs as ``device=`` (:func:`resolve_device`).
+
+    Returns
+    -------
+    interop_core.ImportLimits
+    """
+    from interop_core import ImportLimits
+
+    return ImportLimits(layout="compact", host_alignment=JAX_HOST_ALIGNMENT,
+                        device_types=(KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM, KDL_ROCM_HOST),
+                        check=x64_refusal, check_dtypes=_X64_TYPES,
+                        resolve_device=resolve_device)
 
 
 cdef bint _is_64_bit(int code, Py_ssize_t itemsize) noexcept:

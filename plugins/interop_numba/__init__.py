@@ -78,9 +78,15 @@ def export_numba(view: Any, stream: Any = None) -> Any:
     ------
     BufferError
         For host memory (numba device arrays hold CUDA memory; copy with
-        ``numba.cuda.to_device``), or for device memory under the simulator.
+        ``numba.cuda.to_device``), for device memory under the simulator, or for negative
+        strides (``interop_core.to(x, "numba")`` hands numba a copy of such a view).
     """
     from numba import cuda
+
+    if any(step < 0 and extent > 1 for step, extent in zip(view.strides, view.shape, strict=True)):
+        raise BufferError(f"numba device arrays cannot hold negative strides (the view has "
+                          f"strides {view.strides}); interop_core.to(x, 'numba') hands numba "
+                          "a copy")
 
     if _simulator_enabled():
         if not view.is_host_accessible or view.device_type != 1:
@@ -213,5 +219,10 @@ def interop_core_register(registry: Any) -> None:
         registry.add_type(path, reader="array_interface")
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=int)   # numba streams convert to their handle
+    # numba's device arrays place their memory from the data pointer upwards (copy_to_host
+    # raises for negative strides, and the allocation size assumes it): to() hands numba a copy
+    # of a view with negative strides.  Memory kinds are checked by export_numba itself (the
+    # simulator holds host memory, real numba CUDA memory).
     registry.add_exporter("numba", export_numba, types=ARRAY_TYPES + SIMULATOR_TYPES,
-                          preserves_readonly=False)
+                          preserves_readonly=False,
+                          limits=interop_core.ImportLimits(negative_strides=False))

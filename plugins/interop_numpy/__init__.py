@@ -37,6 +37,10 @@ __all__ = ["interop_core_register", "export_numpy", "export_numpy_slow"]
 
 _EXPORTABLE_THROUGH_BUFFER = {}   # DLPack triple -> bool (the buffer protocol can name it)
 
+#: DLPack device types of memory the host reads, which numpy arrays can stand over: CPU,
+#: CUDA-pinned, ROCm-pinned and CUDA-managed memory.
+HOST_DEVICE_TYPES = (1, 3, 11, 13)
+
 
 def export_numpy(view, stream=None):
     """A numpy array over the memory of ``view`` (zero-copy; its base is ``view``).
@@ -143,6 +147,9 @@ def interop_core_register(registry):
     from . import _export  # compiled; imports no numpy
 
     # The compiled exporter itself (interop_core.h): to() hands it the source's description,
-    # without a view object, and runs no Python of this plugin.
+    # without a view object, and runs no Python of this plugin.  numpy takes every strided
+    # layout (negative, zero and overlapping strides, any alignment): its only limit is memory
+    # the host can read (device memory needs device='cpu', a copy).
     registry.add_exporter("numpy", _export.exporter_capsule(), types=("numpy:ndarray",),
-                          preserves_readonly=True)
+                          preserves_readonly=True,
+                          limits=interop_core.ImportLimits(device_types=HOST_DEVICE_TYPES))

@@ -32,7 +32,16 @@ Exporting
 ``interop_core.to(x, "torch")`` returns a ``torch.Tensor`` over the same memory, made through
 the DLPack C exchange API of both sides (``_reader.to_torch``).  torch tensors cannot be
 read-only: a read-only source gives a writable tensor (``to()`` warns with
-``ReadOnlyHandoffWarning``).
+``ReadOnlyHandoffWarning``).  torch's import aborts the process on negative strides: the
+exporter's ``ImportLimits`` (``_reader.import_limits``) make ``to()`` hand torch a dense copy
+instead (``copy=None``) or raise ``BufferError`` (``copy=False``).  Pinned host memory becomes
+a CPU tensor, managed memory a CUDA tensor.
+
+Tensors that require grad
+-------------------------
+``to(t, ...)`` of a tensor that requires grad raises ``BufferError`` naming ``.detach()``, for
+every target: torch's own rule (``Tensor.__dlpack__``, ``.numpy()``), declared with
+``registry.add_export_rule``.  ``view(t)`` and ``launch_args`` read such tensors as they are.
 
 Sharded tensors
 ---------------
@@ -118,9 +127,13 @@ def interop_core_register(registry):
                  "torch.cuda:ExternalStream", "torch.cuda.streams:ExternalStream"):
         # torch's stream objects name pooled streams they do not own: keeping one holds nothing.
         registry.add_stream_type(path, handle=stream_handle, keep_last=True)
-    # The compiled exporter itself, so that a handoff runs no Python of this plugin.
+    # The compiled exporter itself, so that a handoff runs no Python of this plugin; to()
+    # checks what torch's import cannot take (negative strides abort it) before calling it.
     registry.add_exporter("torch", _reader.to_torch, types=("torch:Tensor",),
-                          preserves_readonly=False)
+                          preserves_readonly=False, limits=_reader.import_limits())
+    for path in _TENSOR_TYPES:
+        # torch's own rule: tensors that require grad are not handed on (use .detach()).
+        registry.add_export_rule(path, _reader.export_rule_capsule())
     from ._sharded import DTENSOR_TYPES, assemble_torch, dtensor_shards, refuse_dtensor
 
     for path in DTENSOR_TYPES:

@@ -56,7 +56,7 @@ from interop_core.abi cimport (
 from interop_core import StridedMemoryView
 
 __all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
-           "to_torch"]
+           "to_torch", "import_limits", "export_rule_capsule", "export_rule_status"]
 
 
 cdef extern from "<dlfcn.h>" nogil:
@@ -1438,6 +1438,74 @@ cdef int _raise_pending(str what) except -1:
     return -1
 
 
+cdef enum:
+    KDL_CUDA_HOST = 3
+    KDL_CUDA_MANAGED = 13
+
+# The core's helper table (describe_view), for the exporter's own layout guard.
+cdef const interop_core_api* _export_api = interop_core_import_api(sizeof(interop_core_api))
+
+
+cdef int _layout_torch_refuses(const interop_core_tensor_info* info) noexcept:
+    """Whether torch's DLPack import would abort the process on this layout: 1 for negative
+    strides, 2 for a span beyond int64 bytes, else 0.
+
+    torch computes the storage a tensor spans assuming strides >= 0, with an overflow check
+    that throws a C++ exception through its noexcept DLPack entry points (std::terminate).
+    to() checks the same through the plugin's ImportLimits and copies such views; this guard
+    keeps a direct call of the exporter from taking the process down.
+    """
+    cdef int i
+    cdef int64_t reach = 0, step
+    for i in range(info.ndim):
+        if info.shape[i] == 0:
+            return 0
+    for i in range(info.ndim):
+        if info.shape[i] > 1 and info.strides[i] < 0:
+            return 1
+        if (__builtin_mul_overflow(info.shape[i] - 1, info.strides[i], &step)
+                or __builtin_add_overflow(reach, step, &reach)):
+            return 2
+    if (__builtin_add_overflow(reach, 1, &reach)
+            or __builtin_mul_overflow(reach, (info.dtype_bits * info.dtype_lanes + 7) // 8,
+                                      &reach)):
+        return 2
+    return 0
+
+
+cdef str _layout_refusal(object view, int why):
+    if why == 1:
+        return (f"torch cannot import negative strides (the view has strides {view.strides}); "
+                "interop_core.to(x, 'torch') hands it a copy")
+    return (f"torch cannot import a layout reaching beyond 2**63 bytes (shape {view.shape}, "
+            f"strides {view.strides}): it describes no memory")
+
+
+cdef extern from *:
+    """
+    #define ic_torch_mul_ovf(a, b, out) __builtin_mul_overflow((a), (b), (out))
+    #define ic_torch_add_ovf(a, b, out) __builtin_add_overflow((a), (b), (out))
+    """
+    bint __builtin_mul_overflow "ic_torch_mul_ovf"(int64_t a, int64_t b, int64_t* out) noexcept
+    bint __builtin_add_overflow "ic_torch_add_ovf"(int64_t a, int64_t b, int64_t* out) noexcept
+
+
+cdef object _as_torch_device(object view):
+    """`view`, or a twin over the same memory (holding it) on the DLPack device torch names
+    that memory by: pinned host memory is a CPU tensor's, managed memory a CUDA tensor's
+    (torch's DLPack import knows neither device type)."""
+    cdef int device_type = view.device_type
+    if device_type == KDL_CUDA_HOST:
+        device = (1, 0)
+    elif device_type == KDL_CUDA_MANAGED:
+        device = (2, view.device_id)
+    else:
+        return view
+    return StridedMemoryView.from_pointer(view.ptr, view.shape, view.strides,
+                                          dtype=view.dlpack_dtype, device=device,
+                                          readonly=view.readonly, owner=view)
+
+
 def to_torch(view, stream=None):
     """A ``torch.Tensor`` over the memory of ``view`` (same pointer), keeping ``view`` alive.
 
@@ -1460,17 +1528,31 @@ def to_torch(view, stream=None):
     TypeError
         If ``view`` is not a StridedMemoryView.
     BufferError
-        If torch cannot hold the memory (a device or element type torch does not have).
+        If torch cannot hold the memory: negative strides or a span beyond 2**63 bytes (torch's
+        import would abort the process; ``to()`` hands torch a copy instead), a device or
+        element type torch does not have (torch's own message attached).
     """
     cdef void* tensor = NULL
     cdef void* out = NULL
+    cdef interop_core_tensor_info info
+    cdef int refused
     if type(view) is not StridedMemoryView:
         raise TypeError(f"to_torch() takes a StridedMemoryView, got {type(view).__name__}")
+    if _export_api.describe_view(<PyObject*> view, &info) != 0:
+        _raise_pending("the core's describe_view")
+    refused = _layout_torch_refuses(&info)
+    if refused:
+        raise BufferError(_layout_refusal(view, refused))
+    if info.device_type == KDL_CUDA_HOST or info.device_type == KDL_CUDA_MANAGED:
+        view = _as_torch_device(view)
     if _export_path != EXPORT_EXCHANGE_API:
         if _export_path == EXPORT_UNCHOSEN:
             _choose_export_path()
         if _export_path == EXPORT_FROM_DLPACK:
-            return _torch.from_dlpack(view)
+            try:
+                return _torch.from_dlpack(view)
+            except RuntimeError as exc:
+                raise BufferError(_torch_refusal(view, exc)) from exc
     if _view_table.managed_tensor_from_py_object_no_sync(<void*> view, &tensor) != 0:
         _raise_pending("the view's managed_tensor_from_py_object_no_sync")
     # Offer torch no newer DLPack minor version than its table declares.
@@ -1478,7 +1560,213 @@ def to_torch(view, stream=None):
         (<ManagedTensorVersionedHead*> tensor).version.minor = _torch_minor
     # torch owns the tensor once called (it may already have run the deleter on failure).
     if _torch_table.managed_tensor_to_py_object_no_sync(tensor, &out) != 0:
-        _raise_pending("torch's managed_tensor_to_py_object_no_sync")
+        try:
+            _raise_pending("torch's managed_tensor_to_py_object_no_sync")
+        except RuntimeError as exc:     # c10::Error: a dtype or device torch does not have
+            raise BufferError(_torch_refusal(view, exc)) from exc
     if out == NULL:
         raise BufferError("torch's DLPack exchange API returned no tensor")
     return _steal(out)
+
+
+cdef str _torch_refusal(object view, object exc):
+    said = str(exc).split("\n", 1)[0]          # torch's first line; the rest is a C++ trace
+    return (f"torch cannot import this view (DLPack dtype {view.dlpack_dtype} on DLPack "
+            f"device ({view.device_type}, {view.device_id})): {said}")
+
+
+# What torch's DLPack import takes (found by experiment on torch 2.13, every DLPack layout,
+# dtype and device type handed to it in a subprocess): any strides >= 0 (zero and overlapping
+# ones too); negative strides and spans beyond int64 abort the process.  Device types: CPU,
+# CUDA, ROCm, Metal, oneAPI, and pinned / managed memory through _as_torch_device.  Element
+# types it lacks raise RuntimeError, which to_torch turns into BufferError.
+def import_limits():
+    """The :class:`interop_core.ImportLimits` of ``to(x, "torch")``.
+
+    Returns
+    -------
+    interop_core.ImportLimits
+        No negative strides; memory of DLPack device types 1 (CPU), 2 (CUDA), 3 (pinned),
+        8 (Metal), 10 (ROCm), 13 (managed), 14 (oneAPI).
+    """
+    from interop_core import ImportLimits
+
+    return ImportLimits(negative_strides=False, device_types=(1, 2, 3, 8, 10, 13, 14))
+
+
+# --- the export rule: tensors that require grad ------------------------------------------------
+#
+# torch's own exports (Tensor.__dlpack__, .numpy()) refuse a tensor that requires grad: whoever
+# imports it could change values autograd recorded, behind autograd's back.  to() follows that
+# rule for every target (registry.add_export_rule); view() and launch_args() do not (a launcher
+# reads the pointers of such tensors on purpose).
+#
+# The rule runs on every to() of a tensor, and torch's `requires_grad` getter costs tens of
+# nanoseconds (more than the rest of to(t, "numpy")).  A tensor can require grad only when its
+# TensorImpl holds autograd metadata (TensorImpl::requires_grad() is `autograd_meta_ &&
+# autograd_meta_->requires_grad()`), and a tensor made without autograd holds none: so the rule
+# reads that pointer (located once on canary tensors, as the reader's own fields are) and asks
+# torch's getter -- called directly, without the attribute lookup -- only when it is set (views
+# made in grad mode, which carry metadata to track their base, and tensors that require grad).
+
+cdef extern from "Python.h":
+    ctypedef PyObject* (*py_getter "getter")(PyObject* obj, void* closure)
+    ctypedef struct PyGetSetDef:
+        py_getter get
+        void* closure
+    ctypedef struct PyGetSetDescrObject:
+        PyGetSetDef* d_getset
+    ctypedef struct PyTypeObject:
+        pass
+    PyTypeObject PyGetSetDescr_Type
+    PyObject* Py_True
+    void Py_DECREF(PyObject* o)
+    PyTypeObject* Py_TYPE(PyObject* o)
+
+cdef enum:
+    GRAD_SCAN_BYTES = 128          # where autograd_meta_ is looked for, inside every TensorImpl
+
+cdef int _grad_state = 0            # 0 not bound, 1 torch's getter, -1 the attribute
+cdef py_getter _grad_getter = NULL  # borrowed from _grad_descriptor's PyGetSetDef
+cdef void* _grad_closure = NULL
+cdef object _grad_descriptor = None  # owned: keeps the getter's definition alive
+cdef Py_ssize_t _grad_meta_at = 0   # TensorImpl: autograd_meta_ (0: not located, ask torch)
+
+
+cdef object _requires_grad_samples(object torch):
+    """(tensors without autograd metadata, tensors that require grad) for the checks below.
+
+    Not views, nor torch.tensor(data): torch gives every view made in grad mode autograd
+    metadata (to track its base), and torch.tensor() sets requires_grad explicitly (which
+    makes metadata too); such tensors are told apart by torch's getter.
+    """
+    plain = [torch.ones(3), torch.zeros(2, 5, dtype=torch.int8), torch.arange(6.0) * 2,
+             torch.empty(0), torch.ones(4, 4).contiguous(), torch.full((), 1.5, dtype=torch.float64)]
+    leaf = torch.ones(2, 3, requires_grad=True)
+    grad = [leaf, leaf * 2, leaf[1], torch.nn.Parameter(torch.ones(5)),
+            torch.zeros(3, dtype=torch.float64, requires_grad=True)]
+    return plain, grad
+
+
+cdef Py_ssize_t _locate_grad_meta(object torch) except -1:
+    """The byte offset of autograd_meta_ in TensorImpl, or 0 when it cannot be told apart."""
+    cdef Py_ssize_t at, found = 0
+    cdef char* impl
+    cdef bint fits
+    if not _ready:
+        return 0
+    plain, grad = _requires_grad_samples(torch)
+    for at in range(sizeof(void*), GRAD_SCAN_BYTES, sizeof(void*)):
+        fits = True
+        for sample in plain:
+            impl = <char*> (<void**> _handle_of(<PyObject*> sample))[0]
+            fits = fits and (<void**> (impl + at))[0] == NULL
+        for sample in grad:
+            impl = <char*> (<void**> _handle_of(<PyObject*> sample))[0]
+            fits = fits and (<void**> (impl + at))[0] != NULL
+        if fits:
+            if found:
+                return 0            # two candidates: do not guess
+            found = at
+    if not found:
+        return 0
+    # Checked on tensors the search did not see.
+    plain, grad = _requires_grad_samples(torch)
+    for sample in plain:
+        impl = <char*> (<void**> _handle_of(<PyObject*> sample))[0]
+        if (<void**> (impl + found))[0] != NULL:
+            return 0
+    for sample in grad:
+        impl = <char*> (<void**> _handle_of(<PyObject*> sample))[0]
+        if (<void**> (impl + found))[0] == NULL:
+            return 0
+    return found
+
+
+cdef int _bind_grad_getter() except -1:
+    global _grad_state, _grad_getter, _grad_closure, _grad_descriptor, _grad_meta_at
+    torch = _torch_module()
+    descriptor = None
+    for klass in torch.Tensor.__mro__:
+        descriptor = klass.__dict__.get("requires_grad")
+        if descriptor is not None:
+            break
+    _grad_state = -1
+    if descriptor is None or Py_TYPE(<PyObject*> descriptor) != &PyGetSetDescr_Type:
+        return 0
+    getset = (<PyGetSetDescrObject*> <PyObject*> descriptor).d_getset
+    if getset == NULL or getset.get == NULL:
+        return 0
+    # The getter must answer as the attribute does before it is trusted.
+    plain, grad = _requires_grad_samples(torch)
+    off = torch.ones(2, requires_grad=True)
+    off.requires_grad_(False)           # autograd metadata without requiring grad
+    for sample in [*plain, *grad, off, torch.nn.Parameter(torch.ones(1), False)]:
+        answer = getset.get(<PyObject*> sample, getset.closure)
+        if answer == NULL:
+            return -1
+        same = (answer == Py_True) == bool(sample.requires_grad)
+        Py_DECREF(answer)
+        if not same:
+            return 0
+    _grad_descriptor = descriptor
+    _grad_getter = getset.get
+    _grad_closure = getset.closure
+    _grad_meta_at = _locate_grad_meta(torch)
+    _grad_state = 1
+    return 0
+
+
+cdef int _refuse_requires_grad(PyObject* obj) except -1:
+    cdef PyObject* answer
+    cdef bint requires
+    cdef char* impl
+    if _grad_state > 0 and _grad_meta_at:
+        impl = <char*> (<void**> _handle_of(obj))[0]
+        if (<void**> (impl + _grad_meta_at))[0] == NULL:
+            return 0                    # no autograd metadata: cannot require grad
+    if _grad_state == 0:
+        _bind_grad_getter()
+        return _refuse_requires_grad(obj)
+    if _grad_state > 0:
+        answer = _grad_getter(obj, _grad_closure)
+        if answer == NULL:
+            return -1
+        requires = answer == Py_True
+        Py_DECREF(answer)
+    else:
+        requires = bool((<object> obj).requires_grad)
+    if requires:
+        raise BufferError(
+            f"cannot hand a {type(<object> obj).__name__} that requires grad to another "
+            "framework: torch refuses to export it (as Tensor.__dlpack__ and .numpy() do); "
+            "call .detach() first (it shares the memory).  interop_core.view() and "
+            "launch_args() read such tensors as they are")
+    return 0
+
+
+def export_rule_status():
+    """How torch's export rule tells tensors that require grad (``None`` before its first use).
+
+    Returns
+    -------
+    dict or None
+        ``getter``: torch's ``requires_grad`` getter is called directly (else the attribute);
+        ``autograd_meta_offset``: where TensorImpl's autograd metadata pointer was located (0:
+        not located, the getter is asked for every tensor).
+    """
+    if _grad_state == 0:
+        return None
+    return {"getter": _grad_state > 0, "autograd_meta_offset": _grad_meta_at}
+
+
+def export_rule_capsule():
+    """torch's export rule for ``registry.add_export_rule``: tensors that require grad are
+    refused (a capsule named ``"interop_core.export_rule_v1"``).
+
+    Returns
+    -------
+    PyCapsule
+    """
+    return PyCapsule_New(<void*> _refuse_requires_grad, b"interop_core.export_rule_v1", NULL)
+

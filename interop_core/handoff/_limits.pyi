@@ -1,0 +1,28 @@
+"""Stub for the compiled ``ImportLimits`` (see ``_limits.pyx``)."""
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["ImportLimits"]
+
+class ImportLimits:
+    """What a target framework can import: the layouts, memory and dtypes ``to()`` may hand it."""
+
+    negative_strides: bool
+    zero_strides: bool
+    overlapping: bool
+    layout: str
+    host_alignment: int
+    device_types: tuple[int, ...] | None
+    check: Callable[[Any], str | None] | None
+    check_dtypes: tuple[tuple[int, int, int], ...] | None
+    resolve_device: Callable[[Any], tuple[int, int, Any]] | None
+
+    def __init__(self, *, negative_strides: bool = True, zero_strides: bool = True,
+                 overlapping: bool = True, layout: str = "strided", host_alignment: int = 1,
+                 device_types: Iterable[int] | None = None,
+                 check: Callable[[Any], str | None] | None = None,
+                 check_dtypes: Iterable[tuple[int, int, int]] | None = None,
+                 resolve_device: Callable[[Any], tuple[int, int, Any]] | None = None) -> None: ...
+    def problem(self, view: Any) -> str | None:
+        """What about ``view`` the target cannot import, in words, or None."""
