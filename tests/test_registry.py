@@ -256,20 +256,26 @@ def _fill_from_array(out, a, *, byte_strides=False):
     info = out.contents
     info.data = a.ctypes.data
     info.ndim = a.ndim
-    info.shape = a.ctypes.shape_as(ctypes.c_int64)
+    info.shape = _kept(a.ctypes.shape_as(ctypes.c_int64))
     if byte_strides:
-        info.strides = a.ctypes.strides_as(ctypes.c_int64)
+        info.strides = _kept(a.ctypes.strides_as(ctypes.c_int64))
         info.strides_in_bytes = 1
     else:
-        info.strides = (ctypes.c_int64 * a.ndim)(*(s // a.itemsize for s in a.strides))
-        _keep.append(info.strides)
+        info.strides = _kept((ctypes.c_int64 * a.ndim)(*(s // a.itemsize for s in a.strides)))
     info.dtype_code, info.dtype_bits, info.dtype_lanes = 2, 8 * a.itemsize, 1
     info.device_type, info.device_id = 1, 0
     info.readonly = 0 if a.flags.writeable else 1
     return 0
 
 
-_keep = []   # stride arrays a ctypes reader hands out must outlive its call
+_keep = []   # shape and stride arrays a ctypes reader hands out must outlive its call
+
+
+def _kept(array):
+    # The core reads `shape` and `strides` after the reader returns, when the ctypes objects
+    # of the call that referenced the arrays are gone (AddressSanitizer saw them freed).
+    _keep.append(array)
+    return array
 
 
 def test_a_c_reader_in_a_capsule_fills_the_view(registered):
@@ -309,11 +315,11 @@ def test_a_c_reader_finds_every_optional_output_at_its_default_on_each_call(regi
         a = obj.array
         info.data = a.ctypes.data
         info.ndim = 1
-        info.shape = a.ctypes.shape_as(ctypes.c_int64)
+        info.shape = _kept(a.ctypes.shape_as(ctypes.c_int64))
         info.dtype_code, info.dtype_bits, info.dtype_lanes = 2, 32, 1
         info.device_type = 1
         if len(seen) == 1:
-            info.strides = a.ctypes.strides_as(ctypes.c_int64)
+            info.strides = _kept(a.ctypes.strides_as(ctypes.c_int64))
             info.strides_in_bytes = 1
             info.readonly = 1
             info.has_producer_stream, info.producer_stream = 1, 7
@@ -992,6 +998,37 @@ def test_to_an_unknown_target_names_apart_the_targets_whose_framework_is_missing
 
 
 # --- threads ------------------------------------------------------------------------------------
+
+
+def test_a_read_keeps_its_table_entry_alive_while_the_table_changes_under_it(registered):
+    # (Un)registration replaces the table's entries, and the core uses the entry again after
+    # the reader returns.  Here the reader unregisters its own plugin (another thread may do
+    # the same at any time): the entry, and the fallback only it holds, must outlive the read.
+    fallbacks = []
+
+    class Fallback:
+        def __init__(self):
+            fallbacks.append(weakref.ref(self))
+
+        def __call__(self, obj, stream):
+            return read_tensorish(obj, stream)
+
+    alive_during_read = []
+
+    def reader(obj, stream):
+        interop_core.unregister_plugin(name)
+        gc.collect()
+        alive_during_read.append(fallbacks[0]() is not None)
+        return read_tensorish(obj, stream)
+
+    name = registered(lambda r: r.add_type(Tensorish, reader, fallback=Fallback(), readonly=True),
+                      "unregisters-itself")
+    v = view(Tensorish(np.arange(3.0)))
+    assert alive_during_read == [True]
+    assert v.readonly            # the entry's declaration, read after the reader returned
+    gc.collect()
+    assert fallbacks[0]() is None  # and released once the read is over
+
 
 
 def test_views_from_eight_threads_while_a_ninth_registers_and_unregisters():

@@ -589,6 +589,10 @@ def set_miss_handler(handler):
 # --- dispatch ----------------------------------------------------------------------------------
 
 cdef object _read(ReaderEntry entry, object obj, object stream):
+    # Callers pass the entry borrowed from the table, whose only owner is _ENTRIES; a reader
+    # that runs Python code lets another thread (or the reader itself) (un)register a plugin,
+    # which replaces _ENTRIES and frees the entry, read again below.  Own it for the call.
+    cdef ReaderEntry owned = entry
     cdef StridedMemoryView v
     cdef intptr_t consumer = 0
     cdef int kind = entry.kind

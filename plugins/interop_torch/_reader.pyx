@@ -828,10 +828,14 @@ cdef object _find_keyset(object torch):
     neg_pairs = [(plain[0], torch._neg_view(plain[0])), (plain[1], torch._neg_view(plain[1])),
                  (plain[5].imag, plain[5].conj().imag)]
     conj_pairs = [(plain[5], plain[5].conj()), (plain[6], plain[6].conj())]
-    found = []
+    found = None
     cdef Py_ssize_t at
     cdef uint64_t neg_bit, conj_bit, x
-    # The word sits well inside TensorImpl (offset 168 on torch 2.13); scan its first 256 bytes.
+    # The word sits well inside TensorImpl (offset 168 on torch 2.13): scan its first 256 bytes
+    # upwards and stop at the first word that behaves as the key set.  The key set is
+    # TensorImpl's last data member on torch 2.x, so the scan must stop there: a word past it
+    # lies past the object (another allocation; AddressSanitizer reports the read, and at the
+    # end of a mapping it would fault).
     for at in range(8, 256, 8):
         if _word(plain[0], at) != _word(plain[1], at):
             continue
@@ -849,10 +853,11 @@ cdef object _find_keyset(object torch):
         for t in plain:
             ok = ok and (_word(t, at) & (neg_bit | conj_bit)) == 0
         if ok:
-            found.append((at, neg_bit, conj_bit))
-    if len(found) != 1:
-        return None        # not found, or ambiguous: ask the Python API per call instead
-    at, neg_bit, conj_bit = found[0]
+            found = (at, neg_bit, conj_bit)
+            break
+    if found is None:
+        return None        # not found: ask the Python API per call instead
+    at, neg_bit, conj_bit = found
     cdef uint64_t seen = 0
     for t in plain:
         seen |= _word(t, at)
