@@ -5,6 +5,7 @@ plugins' compiled readers) is one extension module named after its path.
 """
 
 import os
+import platform
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,22 @@ _STRING_OP_FLAGS = [
     "-mmemset-strategy=vector_loop:512:noalign,libcall:-1:noalign",
     "-mmemcpy-strategy=vector_loop:512:noalign,libcall:-1:noalign",
 ]
+
+# Wheels built here must load on glibc older than this machine's: _glibc_compat.h, included
+# first in every module, binds dlopen/dlsym to their first symbol versions instead of glibc
+# 2.34's (see the header).  Before glibc 2.34 those live in libdl.so.2, so a module that calls
+# them links it (a no-op stub from 2.34 on); --no-as-needed keeps it although this glibc's
+# libdl defines nothing the module uses.
+_GLIBC_COMPAT_COMPILE = ["-include", "interop_core/include/_glibc_compat.h"]
+_LIBDL_LINK = ["-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-Wl,--pop-state"]
+
+
+def _link_args(source):
+    """Linker arguments for the module built from `source` (libdl where it calls dlopen)."""
+    if platform.libc_ver()[0] != "glibc":
+        return []
+    text = (HERE / source).read_text()
+    return _LIBDL_LINK if ("dlopen(" in text or "dlsym(" in text) else []
 
 
 def _modules():
@@ -51,6 +68,12 @@ def _accepted(compiler, flag):
 class BuildExt(build_ext):
     """build_ext that adds the optional flags the compiler in use accepts."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # One module per core unless `-j N` says otherwise (pip and build pass no -j).
+        if not self.parallel:
+            self.parallel = True
+
     def build_extensions(self):
         extra = [flag for flag in _STRING_OP_FLAGS if _accepted(self.compiler, flag)]
         for ext in self.extensions:
@@ -63,7 +86,8 @@ extensions = [
         name,
         [source],
         include_dirs=["interop_core/include"],
-        extra_compile_args=["-O3", "-fno-strict-aliasing"],
+        extra_compile_args=["-O3", "-fno-strict-aliasing", *_GLIBC_COMPAT_COMPILE],
+        extra_link_args=_link_args(source),
     )
     for name, source in _modules()
 ]

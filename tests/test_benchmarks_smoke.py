@@ -68,9 +68,13 @@ def test_quick_run_prints_the_budget_and_a_table_per_section(quick_run):
     assert "## DESIGN.md budget" in result.stdout
     assert result.stdout.strip() == page.strip()
     sections = {r["section"] for r in data["results"]}
-    # Every section that has something to measure on a CPU machine (stream needs a GPU).
-    assert sections >= {"view", "readers", "to", "viewable", "launch", "ndim", "threads", "dispatch",
-                        "copies", "import"}
+    # Every section that has something to measure on a CPU machine (stream needs a GPU; launch
+    # measures torch arguments).
+    expected = {"view", "readers", "to", "viewable", "launch", "ndim", "threads", "dispatch",
+                "copies", "import"}
+    if __import__("importlib").util.find_spec("torch") is None:
+        expected.discard("launch")
+    assert sections >= expected
     if __import__("importlib").util.find_spec("jax") is not None:
         measured = {r["group"] for r in data["results"] if r["section"] == "shards" and r["ns"]}
         assert {"shards(jax over 2 cpu devices)", "shards(jax over 8 cpu devices)",

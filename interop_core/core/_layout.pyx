@@ -476,7 +476,10 @@ cdef int extents_validate(const Extents* e, int64_t itemsize, int64_t slice_offs
 cdef int _int_index(object item, const Extents* src, int d, int64_t* offset) except -1:
     cdef int64_t idx, n = src.shape[d]
     if not PyLong_CheckExact(item):
-        if isinstance(item, bool):
+        # numpy's bool scalar keeps a (deprecated) __index__ before numpy 2.3 (Python 3.10's
+        # newest is 2.2), yet numpy indexes with it as a mask: refuse it as numpy's own bool.
+        if isinstance(item, bool) or (type(item).__module__ == "numpy"
+                                      and type(item).__name__ in ("bool", "bool_")):
             raise TypeError("boolean indices are not supported (a view cannot select by mask)")
         try:
             item = PyNumber_Index(item)

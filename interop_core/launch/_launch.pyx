@@ -59,9 +59,19 @@ cdef extern from "Python.h":
     # Cannot fail for an exact int: overflow is reported through `overflow`.
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) except? -1
     double PyFloat_AsDouble(object value) except? -1.0
+    int PY_LITTLE_ENDIAN
+
+cdef extern from *:
+    # PyFloat_Pack2/4 are public from Python 3.11; 3.10 has the same functions as
+    # _PyFloat_Pack2/4 (unsigned char* buffer), so name those there.
+    """
+    #if PY_VERSION_HEX < 0x030B0000
+    #define PyFloat_Pack2(x, p, le) _PyFloat_Pack2((x), (unsigned char *)(p), (le))
+    #define PyFloat_Pack4(x, p, le) _PyFloat_Pack4((x), (unsigned char *)(p), (le))
+    #endif
+    """
     int PyFloat_Pack2(double x, char* p, int le) except -1
     int PyFloat_Pack4(double x, char* p, int le) except -1
-    int PY_LITTLE_ENDIAN
 
 cdef enum:
     ARG_TENSOR = 1
