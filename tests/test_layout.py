@@ -198,11 +198,26 @@ def test_stride_order_inverts_dense(perm):
     assert layout.is_contiguous_any and layout.is_unique
 
 
-def test_stride_order_sorts_by_magnitude_and_keeps_ties_in_index_order():
+def test_stride_order_sorts_by_magnitude_then_extent_then_index():
     assert StridedLayout((2, 2, 2), (-1, 8, -4)).stride_order == (1, 2, 0)
     assert StridedLayout((3, 3, 3), (0, 0, 0)).stride_order == (0, 1, 2)
     assert StridedLayout((1, 4, 1), (4, 1, 4)).stride_order == (0, 2, 1)
+    assert StridedLayout((1, 4, 3), (0, 0, 0)).stride_order == (1, 2, 0)
     assert StridedLayout(()).stride_order == ()
+
+
+@pytest.mark.parametrize("shape", [(3, 1, 4), (1, 5), (5, 1), (1, 1, 2), (2, 1, 1), (3, 0, 2)])
+def test_stride_order_of_c_and_f_layouts_is_c_and_f_order_with_extents_of_1(shape):
+    # Equal strides only come with extents of 1 (or 0): the larger extent counts as slower.
+    ndim = len(shape)
+    assert StridedLayout.dense(shape, 4, "C").stride_order == tuple(range(ndim))
+    neighbouring_ones = any(a == b == 1 for a, b in zip(shape[:-1], shape[1:], strict=True))
+    if 0 not in shape and not neighbouring_ones:
+        assert StridedLayout.dense(shape, 4, "F").stride_order == tuple(reversed(range(ndim)))
+    if neighbouring_ones:  # a tie no rule can break the F way without breaking the C way
+        assert StridedLayout.dense(shape, 4, "F").stride_order != tuple(reversed(range(ndim)))
+    f = StridedLayout.dense(shape, 4, "F")
+    assert StridedLayout.dense_like(f) == f  # "K" keeps the order, extents of 1 included
 
 
 @pytest.mark.parametrize(
@@ -294,6 +309,20 @@ def test_offsets_with_negative_strides_and_slice_offset():
     assert layout.required_size_in_bytes == 48
     assert layout.strides_in_bytes == (-16, 4)
     assert not layout.is_contiguous_any
+
+
+def test_offsets_in_bytes_bounds_and_density():
+    layout = StridedLayout.dense((4, 6), 8)[1:, ::-2]
+    assert layout.slice_offset == 11 and layout.slice_offset_in_bytes == 88
+    assert layout.offset_bounds == (layout.min_offset, layout.max_offset) == (7, 23)
+    assert not layout.is_dense
+    assert StridedLayout.dense((4, 6), 8, "F").is_dense
+    assert StridedLayout.dense((4, 6), 8).permuted((1, 0)).is_dense
+    assert not StridedLayout.dense((4, 6), 8)[1:].is_dense  # contiguous, but after offset 0
+    assert StridedLayout.dense((4, 6), 8)[1:].is_contiguous_any
+    empty = StridedLayout((2, 0), itemsize=4, slice_offset=3)
+    assert empty.offset_bounds == (3, 2) and not empty.is_dense
+    assert StridedLayout((2, 0), itemsize=4).is_dense
 
 
 def test_zero_d_layout():
@@ -466,10 +495,20 @@ def test_reshaped_with_inferred_extent_matches_numpy(arr_key, target):
 
 
 @pytest.mark.parametrize(
-    "target", [(7,), (-1, -1), (5, -2), (0, -1), (7, -1), (2**62, 2**62), ("4", 3), None]
+    "target, exc, match",
+    [
+        ((7,), ValueError, r"shape \(4, 3\) \(volume 12\) into \(7,\) \(volume 7\)"),
+        ((-1, -1), ValueError, r"into \(-1, -1\): only one extent may be -1"),
+        ((5, -2), ValueError, r"into \(5, -2\): extents must be >= 0"),
+        ((0, -1), ValueError, "the -1 is ambiguous"),
+        ((7, -1), ValueError, "12 is not a multiple of 7"),
+        ((2**62, 2**62), ValueError, "overflows int64"),
+        (("4", 3), TypeError, "str"),
+        (None, TypeError, "NoneType"),
+    ],
 )
-def test_reshaped_rejects_bad_shapes(target):
-    with pytest.raises((ValueError, TypeError)):
+def test_reshaped_rejects_bad_shapes_naming_both_shapes(target, exc, match):
+    with pytest.raises(exc, match=match):
         StridedLayout((4, 3)).reshaped(target)
 
 
@@ -491,9 +530,21 @@ def test_permuted_matches_numpy_transpose(axes):
     same_elements(got, expected)
 
 
-@pytest.mark.parametrize("axes", [(0, 1), (0, 0, 1), (0, 1, 3), "abc", 5])
-def test_permuted_rejects_non_permutations(axes):
-    with pytest.raises((ValueError, TypeError)):
+@pytest.mark.parametrize(
+    "axes, exc, match",
+    [
+        ((0, 1), ValueError, r"shape \(2, 3, 4\) with axes \(0, 1\): 2 axes for 3 dims"),
+        ((0, 0, 1), ValueError, "axis 0 appears twice"),
+        ((2, -3, 0), ValueError, "axis 0 appears twice"),
+        ((0, 1, 3), AxisError, "axis 3 is out of range for 3 dims"),
+        ((1, -2000, 0), AxisError, "axis -2000"),
+        ("abc", TypeError, "str"),
+        (5, ValueError, "1 axes for 3 dims"),
+        ((0, 1.0, 2), TypeError, "float"),
+    ],
+)
+def test_permuted_rejects_non_permutations_naming_shape_and_axes(axes, exc, match):
+    with pytest.raises(exc, match=match):
         StridedLayout((2, 3, 4)).permuted(axes)
 
 
@@ -520,12 +571,18 @@ def test_broadcast_to_matches_numpy(shape, strides, target):
 
 
 @pytest.mark.parametrize(
-    "shape, target", [((3,), (4,)), ((2, 3), (3,)), ((0,), (1,)), ((3,), (3, 2))]
+    "shape, target, match",
+    [
+        ((3,), (4,), r"\(3,\) to \(4,\): dim 0 has extent 3 where the target has 4"),
+        ((2, 3), (3,), r"\(2, 3\) to \(3,\): the target has fewer dimensions \(1\)"),
+        ((0,), (1,), r"\(0,\) to \(1,\): dim 0 has extent 0 where the target has 1"),
+        ((3,), (3, 2), r"\(3,\) to \(3, 2\): dim 0 has extent 3 where the target has 2"),
+    ],
 )
-def test_broadcast_to_rejects_incompatible_shapes_like_numpy(shape, target):
+def test_broadcast_to_rejects_incompatible_shapes_like_numpy(shape, target, match):
     with pytest.raises(ValueError):
         np.broadcast_to(np.empty(shape), target)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot broadcast shape " + match):
         StridedLayout(shape).broadcast_to(target)
 
 
@@ -603,6 +660,73 @@ def test_flattened_matches_numpy_reshape_of_the_merged_dims(data):
         same_elements(got, expected)
 
 
+def test_merged_merges_what_can_be_merged_and_flattened_refuses_the_rest():
+    layout = StridedLayout.dense((5, 1, 2, 4, 3), 4)[..., ::-2]
+    assert layout.merge_mask == 0b01110  # dims 1, 2, 3 join the dim before; 4 (stride -2) not
+    assert layout.merged() == StridedLayout((40, 2), (3, -2), 4, slice_offset=2)
+    assert layout.merged(0, 2).shape == (10, 4, 2)
+    assert layout.merged(1, 2).shape == (5, 2, 4, 2)
+    assert layout.merged(1, -2).shape == (5, 8, 2)
+    assert layout.merged(mask=0b01000).shape == (5, 1, 8, 2)
+    assert layout.merged(1, 3, mask=0b00110).shape == (5, 2, 4, 2)
+    with pytest.raises(ValueError, match=r"shape \(5, 1, 2, 4, 2\).*merged\(\)"):
+        layout.flattened()
+    assert layout.flattened(0, 3) == layout.merged(0, 3)
+
+
+def test_merged_returns_the_layout_itself_when_nothing_merges():
+    layout = StridedLayout((3, 4), (1, 3))
+    assert layout.merge_mask == 0
+    assert layout.merged() is layout
+    assert layout.flattened(1, 1) is layout
+    assert StridedLayout(()).merged() == StridedLayout((1,))
+
+
+def test_merged_lets_extent_1_dims_and_empty_layouts_merge_whatever_their_strides():
+    assert StridedLayout((4, 1, 3), (3, 99, 1)).merged() == StridedLayout((12,))
+    assert StridedLayout((1, 4), (7, 1)).merged() == StridedLayout((4,))
+    empty = StridedLayout((2, 0, 3), (5, 7, -9), itemsize=4, slice_offset=2)
+    assert empty.merge_mask == 0b110
+    assert empty.merged().shape == (0,) and empty.merged().slice_offset == 2
+
+
+def test_merge_masks_of_two_layouts_merge_both_into_one_shape():
+    c = StridedLayout.dense((4, 5, 3), 4)
+    other = StridedLayout((4, 5, 3), (1, 12, 4), 4)  # dims 1 and 2 nest, dim 0 is fastest
+    assert (c.merged().shape, other.merged().shape) == ((60,), (4, 15))
+    mask = c.merge_mask & other.merge_mask
+    assert c.merged(mask=mask) == StridedLayout((4, 15), (15, 1), 4)
+    assert other.merged(mask=mask) == StridedLayout((4, 15), (1, 4), 4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"mask": -1}, ValueError, "mask"),
+        ({"mask": 0b1000}, ValueError, "bits outside the 3 dims"),
+        ({"mask": 1.0}, TypeError, "mask must be an int"),
+        ({"mask": True}, TypeError, "mask must be an int"),
+        ({"start": 2, "end": 1}, ValueError, "must not come after"),
+        ({"end": 3}, AxisError, "end 3"),
+    ],
+)
+def test_merged_rejects_bad_ranges_and_masks(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        StridedLayout((2, 3, 4)).merged(**kwargs)
+
+
+def test_merged_with_64_dims_takes_a_64_bit_mask():
+    layout = StridedLayout.dense((2, 1) * 31 + (1, 4), 1)[..., ::3]  # last dim: stride 3
+    assert layout.ndim == 64
+    assert layout.merge_mask == (1 << 63) - 2  # every dim merges but the last
+    assert layout.merged() == StridedLayout((2**31, 2), (4, 3))
+    assert layout.merged(mask=(1 << 64) - 1) == layout.merged()
+    assert layout.merged(62, 63, mask=(1 << 64) - 1).shape == (2, 1) * 31 + (2,)  # 1 joins
+    assert layout.merged(mask=1 << 62).shape == (2, 1) * 30 + (2, 1, 2)
+    with pytest.raises(ValueError, match="bits outside the 64 dims"):
+        layout.merged(mask=1 << 64)
+
+
 def test_flattened_rejects_start_after_end():
     with pytest.raises(ValueError):
         StridedLayout((2, 3, 4)).flattened(2, 1)
@@ -667,6 +791,83 @@ def test_repacked_to_a_smaller_itemsize_multiplies_the_last_extent():
 def test_repacked_refuses_what_it_cannot_see(layout, new, match):
     with pytest.raises(ValueError, match=match):
         layout.repacked(new)
+
+
+def test_repacked_on_any_axis_and_without_the_packed_dim():
+    layout = StridedLayout.dense((5, 4), 4)
+    assert layout.repacked(16) == StridedLayout.dense((5, 1), 16)
+    assert layout.repacked(16, keep_dim=False) == StridedLayout.dense((5,), 16)
+    assert layout.repacked(8, keep_dim=False) == StridedLayout.dense((5, 2), 8)
+    f = StridedLayout.dense((6, 3), 2, "F")
+    assert f.repacked(4, axis=0) == StridedLayout((3, 3), (1, 3), 4)
+    assert f.repacked(4, axis=0).repacked(2, axis=-2) == f
+    with pytest.raises(ValueError, match="axis 1 must be contiguous"):
+        f.repacked(4)
+    with pytest.raises(AxisError):
+        f.repacked(4, axis=2)
+
+
+def test_repacked_takes_sizes_that_are_not_multiples_and_empty_layouts():
+    assert StridedLayout((2, 3), itemsize=4).repacked(6) == StridedLayout((2, 2), itemsize=6)
+    assert StridedLayout((4,), itemsize=6).repacked(4) == StridedLayout((6,), itemsize=4)
+    empty = StridedLayout((0, 3), (7, 2), itemsize=4)  # no element: the strides address nothing
+    assert empty.repacked(2).shape == (0, 6)
+
+
+def test_repacked_checks_the_data_pointer_alignment():
+    layout = StridedLayout.dense((5, 4), 4)
+    assert layout.repacked(16, data_ptr=0x7F0000000040).itemsize == 16
+    with pytest.raises(ValueError, match="data_ptr 0x7f0000000008 is not aligned to 16"):
+        layout.repacked(16, data_ptr=0x7F0000000008)
+    with pytest.raises(ValueError, match="data_ptr"):
+        layout.repacked(2, data_ptr=1)
+    with pytest.raises(ValueError, match="64 bits"):
+        layout.repacked(8, data_ptr=2**64)
+    with pytest.raises(TypeError, match="data_ptr"):
+        layout.repacked(8, data_ptr="0")
+    assert layout.repacked(4, data_ptr=3) is layout  # nothing to re-cut, nothing to align
+
+
+@pytest.mark.parametrize(
+    "layout, kwargs, expected",
+    [
+        (StridedLayout.dense((16, 6), 2), {}, 4),  # 6 halves: 12 bytes per row
+        (StridedLayout.dense((16, 8), 2), {}, 16),
+        (StridedLayout.dense((16, 8), 2), {"max_itemsize": 64}, 16),  # rows are 16 bytes
+        (StridedLayout.dense((16, 8), 2), {"max_itemsize": 8}, 8),
+        (StridedLayout.dense((16, 8), 2), {"data_ptr": 0x7F0000000004}, 4),
+        (StridedLayout.dense((16, 8), 2), {"data_ptr": 0x7F0000000002}, 2),
+        (StridedLayout.dense((16, 8), 2), {"axis": 0}, 2),  # dim 0 has stride 8
+        (StridedLayout.dense((16, 8), 2, "F"), {"axis": 0}, 16),
+        (StridedLayout.dense((16, 8), 2)[:, 2:], {}, 4),  # element 0 at byte 4
+        (StridedLayout.dense((4, 3), 4), {}, 4),  # 12 bytes: 16, 8 do not divide it
+        (StridedLayout.dense((4, 3), 4), {"max_itemsize": 12}, 12),
+        (StridedLayout((4, 1), (1, 9), 4), {}, 4),  # extent 1: stride does not matter
+        (StridedLayout((4, 4), (5, 2), 4), {}, 4),  # dim 1 not contiguous: nothing to repack
+        (StridedLayout((0, 4), itemsize=4), {}, 4),  # nothing to repack
+        (StridedLayout((3,), itemsize=12), {}, 4),  # itemsize need not divide max_itemsize
+    ],
+)
+def test_max_compatible_itemsize_is_the_widest_repack_that_divides_the_maximum(
+    layout, kwargs, expected
+):
+    assert layout.max_compatible_itemsize(**kwargs) == expected
+    axis = kwargs.get("axis", -1)
+    assert layout.repacked(expected, kwargs.get("data_ptr", 0), axis).itemsize == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"max_itemsize": 0}, ValueError, "max_itemsize must be > 0"),
+        ({"max_itemsize": 2}, ValueError, "less than the layout's itemsize 4"),
+        ({"axis": 2}, AxisError, "axis 2"),
+        ({"max_itemsize": "16"}, TypeError, "max_itemsize"),
+    ],
+)
+def test_max_compatible_itemsize_rejects_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        StridedLayout.dense((5, 4), 4).max_compatible_itemsize(**kwargs)
 
 
 @pytest.mark.parametrize("new", [0, -8])
@@ -831,6 +1032,18 @@ def test_zero_extent_layouts_are_contiguous_unique_and_need_no_bytes():
     assert a.flattened().shape == (0,)
 
 
+def test_docstring_examples_run():
+    import doctest
+
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner()
+    documented = [StridedLayout] + [getattr(StridedLayout, name) for name in dir(StridedLayout)]
+    blocks = [obj.__doc__ for obj in documented if ">>>" in (getattr(obj, "__doc__", "") or "")]
+    assert len(blocks) >= 5
+    for number, doc in enumerate(blocks):
+        runner.run(parser.get_doctest(doc, {"StridedLayout": StridedLayout}, str(number), None, 0))
+    assert runner.summarize(verbose=False).failed == 0
+
+
 # --- import hygiene ----------------------------------------------------------------------------
 
 
@@ -842,6 +1055,7 @@ def test_import_and_layout_use_do_not_import_numpy():
         "a = StridedLayout.dense((4, 6, 8), 4, (2, 0, 1))\n"
         "b = a[1:, :, None].permuted((0, 2, 3, 1)).repacked(8)\n"
         "b.is_unique, b.stride_order, b.required_size_in_bytes, hash(b), repr(b)\n"
+        "b.merged(), b.merge_mask, b.max_compatible_itemsize(32), b.repacked(2, 16, -1)\n"
         "leaked = sorted(m for m in ('numpy', 'torch', 'jax', 'cupy', 'numba') if m in sys.modules)\n"
         "assert not leaked, leaked\n"
     )

@@ -3,7 +3,7 @@
 # never builds an intermediate StridedLayout).
 
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from ._record cimport Extents
 
@@ -47,3 +47,17 @@ cdef tuple extents_strides_tuple(const Extents* e, int64_t scale)
 # negative, or if the volume, or any byte offset reached ((slice_offset + element offset) *
 # itemsize, one past the end included), overflows int64.  itemsize must be > 0.
 cdef int extents_validate(const Extents* e, int64_t itemsize, int64_t slice_offset) except -1
+
+# Bit i (1 <= i < ndim) set when dim i can merge into the dims before it (see
+# StridedLayout.merge_mask); every bit 1..ndim-1 when the extents hold no elements.
+cdef uint64_t extents_merge_mask(const Extents* e) noexcept nogil
+
+# The C-level forms of StridedLayout.merged / repacked / max_compatible_itemsize, for compiled
+# callers that already hold C values (no argument parsing).  `allowed` is a merge mask (bit i
+# lets dim i merge into the dim before it); `data_ptr` 0 means no alignment requirement; `axis`
+# may be negative.  Each returns `self` when nothing changes.
+cdef StridedLayout layout_merged(StridedLayout self, uint64_t allowed)
+cdef StridedLayout layout_repacked(StridedLayout self, int64_t new_itemsize, uint64_t data_ptr,
+                                   int64_t axis, bint keep_dim)
+cdef int64_t layout_max_compatible_itemsize(StridedLayout self, int64_t max_itemsize,
+                                            uint64_t data_ptr, int64_t axis) except -1

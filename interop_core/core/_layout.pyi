@@ -60,7 +60,7 @@ class StridedLayout:
         """Number of elements."""
     @property
     def stride_order(self) -> tuple[int, ...]:
-        """Dims sorted by |stride| descending, ties in index order."""
+        """Dims sorted by |stride| descending, then extent descending, then index."""
     @property
     def is_contiguous_c(self) -> bool:
         """Dense in C order."""
@@ -82,6 +82,18 @@ class StridedLayout:
     @property
     def required_size_in_bytes(self) -> int:
         """Bytes from the base pointer needed to hold every element."""
+    @property
+    def slice_offset_in_bytes(self) -> int:
+        """Bytes from the base pointer to element 0."""
+    @property
+    def offset_bounds(self) -> tuple[int, int]:
+        """(min_offset, max_offset); (slice_offset, slice_offset - 1) with no elements."""
+    @property
+    def is_dense(self) -> bool:
+        """Contiguous in some order with slice_offset 0."""
+    @property
+    def merge_mask(self) -> int:
+        """Bit i set: dim i can merge into the dims before it (see merged)."""
     def sliced(self, key: _Key) -> StridedLayout:
         """The layout of ``array[key]``."""
     def __getitem__(self, key: _Key) -> StridedLayout: ...
@@ -98,13 +110,30 @@ class StridedLayout:
     def unsqueezed(self, axes: SupportsIndex | Sequence[SupportsIndex]) -> StridedLayout:
         """Dims of extent 1 inserted (numpy expand_dims)."""
     def flattened(self, start: SupportsIndex = 0, end: SupportsIndex = -1) -> StridedLayout:
-        """Dims start..end (inclusive) merged into one."""
+        """Dims start..end (inclusive) merged into one, or ValueError."""
+    def merged(
+        self, start: SupportsIndex = 0, end: SupportsIndex = -1, mask: SupportsIndex | None = None
+    ) -> StridedLayout:
+        """Every run of adjacent dims (within start..end and mask) that can merge, merged."""
     def to_dense(
         self, order: Literal["C", "F", "K"] | Sequence[SupportsIndex] = "C"
     ) -> StridedLayout:
         """A dense layout with this shape and itemsize."""
-    def repacked(self, new_itemsize: SupportsIndex) -> StridedLayout:
-        """The same bytes seen as elements of another size."""
+    def repacked(
+        self,
+        new_itemsize: SupportsIndex,
+        data_ptr: SupportsIndex | None = 0,
+        axis: SupportsIndex = -1,
+        keep_dim: bool = True,
+    ) -> StridedLayout:
+        """The same bytes seen as elements of another size, re-cut along `axis`."""
+    def max_compatible_itemsize(
+        self,
+        max_itemsize: SupportsIndex = 16,
+        data_ptr: SupportsIndex | None = 0,
+        axis: SupportsIndex = -1,
+    ) -> int:
+        """The largest divisor of max_itemsize that repacked accepts."""
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, ...]: ...

@@ -16,12 +16,12 @@
 
 from . cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
-from cpython.long cimport PyLong_AsLongLong, PyLong_CheckExact
+from cpython.long cimport PyLong_AsLongLong, PyLong_AsUnsignedLongLong, PyLong_CheckExact
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
 from cpython.sequence cimport PySequence_Fast, PySequence_Fast_GET_SIZE, PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_Check, PyTuple_New
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from ._record cimport (
@@ -233,18 +233,26 @@ cdef int _dense_strides(int ndim, const int64_t* shape, const int* perm,
     return 0
 
 
+cdef inline bint _slower(const Extents* e, int a, int b) noexcept nogil:
+    """Whether dim `a` is strictly slower than dim `b`: a larger |stride|, or an equal one and a
+    larger extent (full ties keep index order: the sort is stable)."""
+    cdef int64_t sa = _abs64(e.strides[a]), sb = _abs64(e.strides[b])
+    if sa != sb:
+        return sa > sb
+    # Equal |strides| only happen with an extent of 1 or 0 in a dense layout; putting the larger
+    # extent first makes an F-ordered (3, 1, 4) give (2, 1, 0), and a C-ordered one (0, 1, 2).
+    return e.shape[a] > e.shape[b]
+
+
 cdef void _stride_order(const Extents* e, int* perm) noexcept nogil:
-    """Dims sorted by |stride| descending; stable, so ties keep their index order."""
-    cdef int i, j, d
-    cdef int64_t s
+    """Dims sorted by |stride| descending, then extent descending, then index (stable)."""
+    cdef int i, j
     for i in range(e.ndim):
-        d = i
-        s = _abs64(e.strides[i])
         j = i
-        while j > 0 and _abs64(e.strides[perm[j - 1]]) < s:
+        while j > 0 and _slower(e, i, perm[j - 1]):
             perm[j] = perm[j - 1]
             j -= 1
-        perm[j] = d
+        perm[j] = i
 
 
 cdef StridedLayout _new_layout():
@@ -622,12 +630,232 @@ cdef int _reshape_strides(const Extents* e, int n, const int64_t* newshape,
     return 1
 
 
+cdef inline uint64_t _all_axes_mask(int ndim) noexcept nogil:
+    """Bits 1..ndim-1: every dim but the first may merge into the one before it."""
+    if ndim <= 1:
+        return 0
+    if ndim == 64:
+        return ~(<uint64_t> 1)
+    return ((<uint64_t> 1) << ndim) - 2
+
+
+cdef uint64_t extents_merge_mask(const Extents* e) noexcept nogil:
+    cdef uint64_t mask = 0
+    cdef int64_t product
+    cdef int i, prev = -1    # prev: the nearest dim to the left with extent != 1
+    if _has_zero_extent(e):
+        return _all_axes_mask(e.ndim)
+    for i in range(e.ndim):
+        if i > 0 and (e.shape[i] == 1 or prev < 0
+                      or (not _mul_ovf(e.strides[i], e.shape[i], &product)
+                          and product == e.strides[prev])):
+            mask |= (<uint64_t> 1) << i
+        if e.shape[i] != 1:
+            prev = i
+    return mask
+
+
+cdef int _merge_extents(const Extents* e, uint64_t allowed, int64_t* shp, int64_t* st,
+                        int* merges) except -1:
+    """Merge each dim i whose bit is set in `allowed` into the group before it, where the
+    elements allow it; write the result and return its ndim (at least 1).
+
+    A group keeps the stride of its fastest dim of extent != 1 (of its last dim if it has none):
+    dim i joins when its extent is 1, when the group has only extents of 1 so far, or when the
+    group's stride equals stride[i] * extent[i].  With no elements at all, every allowed merge
+    is made.  `merges` counts the merges made.
+    """
+    cdef bint empty = _has_zero_extent(e), has_big
+    cdef int i, out = 0
+    cdef int64_t product
+    merges[0] = 0
+    if e.ndim == 0:
+        shp[0] = 1
+        st[0] = 1
+        return 1
+    shp[0] = e.shape[0]
+    st[0] = e.strides[0]
+    has_big = e.shape[0] != 1
+    for i in range(1, e.ndim):
+        if (allowed >> i) & 1 and (
+                empty or e.shape[i] == 1 or not has_big
+                or (not _mul_ovf(e.strides[i], e.shape[i], &product) and product == st[out])):
+            if _mul_ovf(shp[out], e.shape[i], &shp[out]):
+                raise ValueError(f"merging dims of shape {extents_shape_tuple(e)} gives an "
+                                 "extent that overflows int64")
+            if e.shape[i] != 1 or not has_big:
+                st[out] = e.strides[i]
+            has_big = has_big or e.shape[i] != 1
+            merges[0] += 1
+        else:
+            out += 1
+            shp[out] = e.shape[i]
+            st[out] = e.strides[i]
+            has_big = e.shape[i] != 1
+    return out + 1
+
+
+cdef inline int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
+    cdef int64_t t
+    a = _abs64(a)
+    b = _abs64(b)
+    while b != 0:
+        t = a % b
+        a = b
+        b = t
+    return a
+
+
+cdef uint64_t _to_address(object data_ptr) except? 0xFFFFFFFFFFFFFFFF:
+    """A data pointer as an unsigned 64-bit address (a negative int is taken as intptr_t)."""
+    if not PyLong_CheckExact(data_ptr):
+        if isinstance(data_ptr, bool) or not hasattr(data_ptr, "__index__"):
+            raise TypeError(f"data_ptr must be an integer, got {type(data_ptr).__name__}")
+        data_ptr = PyNumber_Index(data_ptr)
+    if data_ptr < 0:
+        return <uint64_t> _to_int64(data_ptr, "data_ptr")
+    try:
+        return PyLong_AsUnsignedLongLong(data_ptr)
+    except OverflowError:
+        raise ValueError(f"data_ptr = {data_ptr} does not fit in 64 bits") from None
+
+
+cdef StridedLayout layout_merged(StridedLayout self, uint64_t allowed):
+    cdef int64_t shp[MAX_NDIM]
+    cdef int64_t st[MAX_NDIM]
+    cdef int merges
+    cdef int n = _merge_extents(&self.ext, allowed, shp, st, &merges)
+    if merges == 0 and self.ext.ndim > 0:
+        return self
+    return _layout_from_arrays(n, shp, st, self.itemsize, self.slice_offset, False)
+
+
+cdef object _repack_error(StridedLayout self, int64_t isz, str why):
+    return ValueError(f"cannot repack shape {self.shape} with strides {self.strides} from "
+                      f"itemsize {self.itemsize} to {isz}: {why}")
+
+
+cdef inline int _checked_axis(int64_t axis, int ndim) except -1:
+    if axis < -ndim or axis >= ndim:
+        raise AxisError(f"axis {axis} is out of bounds for a layout of {ndim} dimensions")
+    return <int> (axis + ndim if axis < 0 else axis)
+
+
+cdef StridedLayout layout_repacked(StridedLayout self, int64_t isz, uint64_t data_ptr,
+                                   int64_t axis, bint keep_dim):
+    cdef int64_t shp[MAX_NDIM]
+    cdef int64_t st[MAX_NDIM]
+    cdef int64_t old = self.itemsize, axis_bytes, offset_bytes, stride_bytes
+    cdef int nd = self.ext.ndim, i, ax, out = 0
+    cdef bint empty, overflow
+    if isz <= 0:
+        raise ValueError(f"new_itemsize must be > 0, got {isz}")
+    if isz == old:
+        return self
+    if nd == 0:
+        raise ValueError(f"cannot repack a 0-d layout from itemsize {old} to {isz}; "
+                         "unsqueeze it to 1-d first")
+    ax = _checked_axis(axis, nd)
+    if data_ptr % <uint64_t> isz != 0:
+        raise _repack_error(self, isz, f"data_ptr {data_ptr:#x} is not aligned to {isz} bytes")
+    empty = _has_zero_extent(&self.ext)
+    if not empty and self.ext.shape[ax] != 1 and self.ext.strides[ax] != 1:
+        raise _repack_error(self, isz, f"axis {ax} must be contiguous, but its stride is "
+                                       f"{self.ext.strides[ax]}")
+    if _mul_ovf(self.ext.shape[ax], old, &axis_bytes):
+        raise _repack_error(self, isz, f"axis {ax} holds more bytes than int64 counts")
+    if axis_bytes % isz != 0:
+        raise _repack_error(self, isz, f"axis {ax} holds {axis_bytes} bytes, not a multiple "
+                                       f"of {isz}")
+    if _mul_ovf(self.slice_offset, old, &offset_bytes) or offset_bytes % isz != 0:
+        raise _repack_error(self, isz, f"slice_offset {self.slice_offset} is "
+                                       f"{<object> self.slice_offset * old} bytes, not a multiple "
+                                       f"of {isz}")
+    for i in range(nd):
+        if i == ax:
+            if keep_dim or axis_bytes != isz:
+                shp[out] = axis_bytes // isz
+                st[out] = 1
+                out += 1
+            continue
+        shp[out] = self.ext.shape[i]
+        overflow = _mul_ovf(self.ext.strides[i], old, &stride_bytes)
+        if empty or shp[out] == 1:
+            # No offset depends on this stride, so any value is right: keep it near in bytes.
+            st[out] = 0 if overflow else _floordiv(stride_bytes, isz)
+        elif overflow or stride_bytes % isz != 0:
+            raise _repack_error(self, isz, f"dim {i} has a stride of "
+                                           f"{<object> self.ext.strides[i] * old} bytes, not a "
+                                           f"multiple of {isz}")
+        else:
+            st[out] = stride_bytes // isz
+        out += 1
+    return _layout_from_arrays(out, shp, st, isz, offset_bytes // isz, True)
+
+
+cdef inline int64_t _gcd_bytes(int64_t g, int64_t count, int64_t itemsize) noexcept nogil:
+    cdef int64_t b
+    if _mul_ovf(count, itemsize, &b):
+        return 1   # unreachable for a validated layout; 1 is the answer that is always safe
+    return _gcd(g, b)
+
+
+cdef int64_t layout_max_compatible_itemsize(StridedLayout self, int64_t max_itemsize,
+                                            uint64_t data_ptr, int64_t axis) except -1:
+    cdef int64_t g
+    cdef int nd = self.ext.ndim, i, ax
+    if max_itemsize <= 0:
+        raise ValueError(f"max_itemsize must be > 0, got {max_itemsize}")
+    if max_itemsize < self.itemsize:
+        raise ValueError(f"max_itemsize {max_itemsize} is less than the layout's itemsize "
+                         f"{self.itemsize}")
+    ax = _checked_axis(axis, nd)
+    if _has_zero_extent(&self.ext) or (self.ext.shape[ax] != 1 and self.ext.strides[ax] != 1):
+        return self.itemsize
+    # A candidate size must divide the data pointer, the bytes of the repacked axis, element
+    # 0's offset in bytes and every stride in bytes that moves an element.
+    g = _gcd(max_itemsize, <int64_t> (data_ptr % <uint64_t> max_itemsize))
+    g = _gcd_bytes(g, self.ext.shape[ax], self.itemsize)
+    g = _gcd_bytes(g, self.slice_offset, self.itemsize)
+    for i in range(nd):
+        if i != ax and self.ext.shape[i] != 1:
+            g = _gcd_bytes(g, self.ext.strides[i], self.itemsize)
+    return g
+
+
 cdef StridedLayout _dense_like(StridedLayout like, object order):
     cdef int64_t st[MAX_NDIM]
     cdef int perm[MAX_NDIM]
     _parse_order(order, &like.ext, like.ext.ndim, perm, True)
     _dense_strides(like.ext.ndim, like.ext.shape, perm, st)
     return _layout_from_arrays(like.ext.ndim, like.ext.shape, st, like.itemsize, 0, True)
+
+
+cdef uint64_t _range_mask(int ndim, object start, object end, int* s, int* e) except? 1:
+    """The merge mask allowing only dims start..end to merge with each other (bits s+1..e)."""
+    cdef uint64_t mask
+    if ndim == 0:
+        s[0] = 0
+        e[0] = 0
+        return 0
+    s[0] = _normalize_axis(start, ndim, "start")
+    e[0] = _normalize_axis(end, ndim, "end")
+    if s[0] > e[0]:
+        raise ValueError(f"start ({s[0]}) must not come after end ({e[0]})")
+    mask = _all_axes_mask(e[0] + 1)    # bits 1..e
+    return mask & ~((((<uint64_t> 1) << s[0]) << 1) - 1)   # minus bits 0..s
+
+
+cdef uint64_t _parse_mask(object mask, int ndim) except? 1:
+    cdef uint64_t m
+    if isinstance(mask, bool) or not hasattr(mask, "__index__"):
+        raise TypeError(f"mask must be an int, got {type(mask).__name__}")
+    mask = PyNumber_Index(mask)
+    if mask < 0 or mask >= (<object> 1) << ndim:
+        raise ValueError(f"mask {mask:#x} has bits outside the {ndim} dims of the layout "
+                         f"(bit i stands for dim i)")
+    m = PyLong_AsUnsignedLongLong(mask)
+    return m
 
 
 # --- the Python class --------------------------------------------------------------------------
@@ -662,6 +890,15 @@ cdef class StridedLayout:
     argument of :meth:`dense` and :meth:`to_dense`, and :attr:`stride_order`) lists the
     dimensions from the slowest varying (largest ``|stride|``) to the fastest: ``"C"`` is
     ``(0, 1, ..., ndim-1)`` and ``"F"`` is ``(ndim-1, ..., 1, 0)``.
+
+    Conventions: :attr:`strides` is always a tuple (``is_contiguous_c`` says whether it is
+    the C-contiguous one; it is a C-level check that builds no tuple).  A layout with no
+    elements keeps the strides a dense layout of its shape would have, with extents of 0
+    skipped in the running product (as torch does), rather than all zeros, so that they stay
+    meaningful after a reshape; its :attr:`offset_bounds` are the empty range
+    ``(slice_offset, slice_offset - 1)``.  Bad shapes, axes and strides raise ``ValueError``
+    (:class:`AxisError`, also an ``IndexError``, for an axis out of range) or ``TypeError``
+    for non-integers, with a message naming the shapes involved; indexing raises as numpy does.
 
     Examples
     --------
@@ -794,13 +1031,19 @@ cdef class StridedLayout:
     def stride_order(self):
         """tuple of int: The dims sorted by ``|stride|`` descending (slowest varying first).
 
-        Ties keep index order, so a C-contiguous layout gives ``(0, 1, ..., ndim-1)``.  This is
-        the form :meth:`dense` takes as ``order``.
+        Ties (equal ``|stride|``, which in a dense layout only dims of extent 1 or 0 have) put
+        the larger extent first, then the lower index, as cuda.core does: a C-contiguous layout
+        with elements gives ``(0, 1, ..., ndim-1)``, and an F-contiguous one
+        ``(ndim-1, ..., 1, 0)`` unless two neighbouring dims have extent 1.  This is the form
+        :meth:`dense` takes as ``order``.
         """
         cdef int perm[MAX_NDIM]
         cdef int i
+        cdef tuple t = PyTuple_New(self.ext.ndim)
         _stride_order(&self.ext, perm)
-        return tuple([perm[i] for i in range(self.ext.ndim)])
+        for i in range(self.ext.ndim):
+            _tuple_set_item(t, i, _long_from_int64(perm[i]))
+        return t
 
     @property
     def is_contiguous_c(self):
@@ -871,6 +1114,33 @@ cdef class StridedLayout:
         hi += self.slice_offset + 1
         return hi * self.itemsize if hi > 0 else 0
 
+    @property
+    def slice_offset_in_bytes(self):
+        """int: Bytes from the base pointer to element 0 (``slice_offset * itemsize``)."""
+        return self.slice_offset * self.itemsize
+
+    @property
+    def offset_bounds(self):
+        """tuple of int: ``(min_offset, max_offset)``, in elements from the base pointer.
+
+        For a layout with no elements this is ``(slice_offset, slice_offset - 1)``: an empty
+        range at element 0.
+        """
+        cdef int64_t lo, hi
+        if _has_zero_extent(&self.ext):
+            return (self.slice_offset, self.slice_offset - 1)
+        extents_offset_bounds(&self.ext, &lo, &hi)
+        return (lo + self.slice_offset, hi + self.slice_offset)
+
+    @property
+    def is_dense(self):
+        """bool: The elements fill offsets ``0 .. volume-1`` from the base pointer exactly.
+
+        :attr:`is_contiguous_any` with ``slice_offset == 0``: a layout :meth:`dense` or
+        :meth:`to_dense` may give (up to the strides of dims of extent 1).
+        """
+        return self.slice_offset == 0 and _is_contiguous_any(&self.ext)
+
     # --- derived layouts -----------------------------------------------------------------------
 
     def sliced(self, key):
@@ -938,21 +1208,28 @@ cdef class StridedLayout:
         for i in range(n):
             if shp[i] == -1:
                 if infer >= 0:
-                    raise ValueError("can only specify one unknown dimension (-1)")
+                    raise ValueError(f"cannot reshape shape {self.shape} into "
+                                     f"{_int64_tuple(shp, n, 1)}: only one extent may be -1")
                 infer = i
             elif shp[i] < 0:
-                raise ValueError(f"shape entries must be >= 0 or -1, got {_int64_tuple(shp, n, 1)}")
+                raise ValueError(f"cannot reshape shape {self.shape} into "
+                                 f"{_int64_tuple(shp, n, 1)}: extents must be >= 0 (or one -1)")
             elif _mul_ovf(known, shp[i], &known):
-                raise ValueError(f"the volume of shape {_int64_tuple(shp, n, 1)} overflows int64")
+                raise ValueError(f"cannot reshape shape {self.shape} into "
+                                 f"{_int64_tuple(shp, n, 1)}: its volume overflows int64")
         if infer >= 0:
-            if known == 0 or vol % known != 0:
-                raise ValueError(f"cannot reshape a layout of volume {vol} into shape "
-                                 f"{_int64_tuple(shp, n, 1)}")
+            if known == 0:
+                raise ValueError(f"cannot reshape shape {self.shape} into "
+                                 f"{_int64_tuple(shp, n, 1)}: the -1 is ambiguous when the "
+                                 "other extents multiply to 0")
+            if vol % known != 0:
+                raise ValueError(f"cannot reshape shape {self.shape} (volume {vol}) into "
+                                 f"{_int64_tuple(shp, n, 1)}: {vol} is not a multiple of {known}")
             shp[infer] = vol // known
             known = vol
         if known != vol:
-            raise ValueError(f"cannot reshape a layout of volume {vol} into shape "
-                             f"{_int64_tuple(shp, n, 1)}")
+            raise ValueError(f"cannot reshape shape {self.shape} (volume {vol}) into "
+                             f"{_int64_tuple(shp, n, 1)} (volume {known})")
         if not _reshape_strides(&self.ext, n, shp, st):
             raise ValueError(
                 f"cannot reshape shape {self.shape} with strides {self.strides} into shape "
@@ -971,13 +1248,37 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+
+        Raises
+        ------
+        ValueError
+            If `axes` has the wrong length or repeats a dim (:class:`AxisError` for an entry
+            out of range); the message names the shape and the axes.
+        TypeError
+            If an entry is not an integer.
         """
         cdef int perm[MAX_NDIM]
         cdef int64_t shp[MAX_NDIM]
         cdef int64_t st[MAX_NDIM]
+        cdef bint seen[MAX_NDIM]
         cdef int n = self.ext.ndim, i
-        if _parse_axes(axes, n, perm, "axes") != n:
-            raise ValueError(f"axes {axes!r} is not a permutation of range({n})")
+        cdef int64_t a
+        axes = _axes_tuple(axes, "axes")
+        if len(axes) != n:
+            raise ValueError(f"cannot permute shape {self.shape} with axes {axes}: "
+                             f"{len(axes)} axes for {n} dims")
+        for i in range(n):
+            seen[i] = False
+        for i in range(n):
+            a = _to_int64(axes[i], "axes entry")
+            if a < -n or a >= n:
+                raise AxisError(f"cannot permute shape {self.shape} with axes {axes}: axis {a} "
+                                f"is out of range for {n} dims")
+            perm[i] = <int> (a + n if a < 0 else a)
+            if seen[perm[i]]:
+                raise ValueError(f"cannot permute shape {self.shape} with axes {axes}: axis "
+                                 f"{perm[i]} appears twice")
+            seen[perm[i]] = True
         for i in range(n):
             shp[i] = self.ext.shape[perm[i]]
             st[i] = self.ext.strides[perm[i]]
@@ -1006,7 +1307,8 @@ cdef class StridedLayout:
         cdef int n = _parse_shape(shape, shp, "shape"), lead = n - self.ext.ndim, i
         if lead < 0:
             raise ValueError(f"cannot broadcast shape {self.shape} to {_int64_tuple(shp, n, 1)}: "
-                             "the target has fewer dimensions")
+                             f"the target has fewer dimensions ({n}) than the layout "
+                             f"({self.ext.ndim})")
         for i in range(n):
             if i < lead:
                 st[i] = 0
@@ -1016,7 +1318,9 @@ cdef class StridedLayout:
                 st[i] = 0
             else:
                 raise ValueError(f"cannot broadcast shape {self.shape} to "
-                                 f"{_int64_tuple(shp, n, 1)}")
+                                 f"{_int64_tuple(shp, n, 1)}: dim {i - lead} has extent "
+                                 f"{self.ext.shape[i - lead]} where the target has {shp[i]} "
+                                 "(only extents of 1 stretch)")
         return _layout_from_arrays(n, shp, st, self.itemsize, self.slice_offset, True)
 
     def squeezed(self, axes=None):
@@ -1098,7 +1402,10 @@ cdef class StridedLayout:
         return _layout_from_arrays(nd, shp, st, self.itemsize, self.slice_offset, True)
 
     def flattened(self, start=0, end=-1):
-        """The layout with dims ``start`` through ``end`` (inclusive) merged into one.
+        """The layout with dims ``start`` through ``end`` (inclusive) merged into one dim.
+
+        All or nothing: the named dims become exactly one dim, or the call raises.  To merge
+        only what can be merged, use :meth:`merged`.
 
         Parameters
         ----------
@@ -1109,52 +1416,99 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+            The merged dim has the product of the extents and the stride of the fastest of
+            them whose extent is not 1; dims of extent 1 merge whatever their strides.
 
         Raises
         ------
         ValueError
-            If the dims cannot be merged without a copy (they are not nested in C order) or
-            ``start > end``.
+            If the dims cannot be merged without a copy (they are not nested in C order:
+            each stride the next one's times its extent) or ``start > end``.
+        AxisError
+            If ``start`` or ``end`` is out of range.
+
+        Examples
+        --------
+        >>> StridedLayout.dense((2, 3, 4), 4).flattened(1).shape
+        (2, 12)
         """
         cdef int64_t shp[MAX_NDIM]
         cdef int64_t st[MAX_NDIM]
-        cdef int nd = self.ext.ndim, s, e, i, out = 0, prev = -1
-        cdef int64_t ext = 1, stride
-        if nd == 0:
-            shp[0] = 1
-            st[0] = 1
-            return _layout_from_arrays(1, shp, st, self.itemsize, self.slice_offset, False)
-        s = _normalize_axis(start, nd, "start")
-        e = _normalize_axis(end, nd, "end")
-        if s > e:
-            raise ValueError(f"start ({s}) must not come after end ({e})")
-        for i in range(s, e + 1):
-            ext *= self.ext.shape[i]
-        stride = self.ext.strides[e]
-        if not _has_zero_extent(&self.ext):  # with no elements, any dims merge
-            for i in range(s, e + 1):
-                if self.ext.shape[i] == 1:
-                    continue
-                if prev >= 0 and self.ext.strides[prev] != (self.ext.strides[i]
-                                                            * self.ext.shape[i]):
-                    raise ValueError(
-                        f"cannot merge dims {s}..{e} of shape {self.shape} with strides "
-                        f"{self.strides} without copying")
-                prev = i
-            if prev >= 0:
-                stride = self.ext.strides[prev]
-        for i in range(s):
-            shp[out] = self.ext.shape[i]
-            st[out] = self.ext.strides[i]
-            out += 1
-        shp[out] = ext
-        st[out] = stride
-        out += 1
-        for i in range(e + 1, nd):
-            shp[out] = self.ext.shape[i]
-            st[out] = self.ext.strides[i]
-            out += 1
-        return _layout_from_arrays(out, shp, st, self.itemsize, self.slice_offset, False)
+        cdef int merges, n, s, e
+        cdef uint64_t allowed = _range_mask(self.ext.ndim, start, end, &s, &e)
+        n = _merge_extents(&self.ext, allowed, shp, st, &merges)
+        if merges != e - s:
+            raise ValueError(
+                f"cannot merge dims {s}..{e} of shape {self.shape} with strides "
+                f"{self.strides} into one without copying (merged() merges what it can)")
+        if merges == 0 and self.ext.ndim > 0:
+            return self
+        return _layout_from_arrays(n, shp, st, self.itemsize, self.slice_offset, False)
+
+    def merged(self, start=0, end=-1, mask=None):
+        """The layout with every run of adjacent dims that can be merged, merged.
+
+        The partial form of :meth:`flattened`: two neighbouring dims merge when stepping
+        through them in C order is one stride (the slower stride equals the faster stride
+        times its extent); the others stay apart, and nothing raises for the strides.  A layout
+        that merges completely gives what ``flattened(start, end)`` gives.
+
+        Parameters
+        ----------
+        start, end : int, optional
+            Only dims ``start`` through ``end`` (inclusive; negative count from the end) may
+            merge with each other; default all.
+        mask : int, optional
+            Bit ``i`` (``1 <= i < ndim``) set allows dim ``i`` to merge into the dim before it
+            (bit 0 is ignored).  Combined with the range by AND.  Masks from
+            :attr:`merge_mask` of layouts with the same shape, combined with ``&``, merge
+            each of those layouts into the same shape.
+
+        Returns
+        -------
+        StridedLayout
+            At least 1-d (a 0-d layout gives shape ``(1,)``).  A merged dim has the product of
+            its extents and the stride of its fastest dim whose extent is not 1.  Dims of
+            extent 1 merge with their neighbours whatever their strides, and a layout with no
+            elements merges every allowed pair.  This layout itself if nothing merges.
+
+        Raises
+        ------
+        ValueError
+            If ``start > end``, or ``mask`` is negative or has bits at ``ndim`` or above.
+        AxisError
+            If ``start`` or ``end`` is out of range.
+
+        Notes
+        -----
+        ``cuda.core``'s ``StridedLayout.flattened(start_axis, end_axis, mask)`` merges this
+        way too; ours keeps the name ``flattened`` for the all-or-nothing form (as numpy's and
+        torch's ``flatten`` always give one dim).
+
+        Examples
+        --------
+        >>> L = StridedLayout.dense((5, 1, 2, 4, 3), 4)[..., ::-2]
+        >>> L.merged().shape, L.merged().strides
+        ((40, 2), (3, -2))
+        """
+        cdef int s, e
+        cdef uint64_t allowed = _range_mask(self.ext.ndim, start, end, &s, &e)
+        if mask is not None:
+            allowed &= _parse_mask(mask, self.ext.ndim)
+        return layout_merged(self, allowed)
+
+    @property
+    def merge_mask(self):
+        """int: Which dims :meth:`merged` merges into the dim before them (bit ``i`` = dim ``i``).
+
+        Bit ``i`` (``1 <= i < ndim``) is set when dim ``i`` can merge into the group of dims
+        before it: its extent is 1, every dim before it has extent 1, or the stride of the
+        nearest earlier dim of extent other than 1 equals ``stride[i] * extent[i]``.  Every
+        bit ``1..ndim-1`` is set for a layout with no elements.  A set bit stays mergeable
+        under any narrower mask, so ``a.merge_mask & b.merge_mask`` merges ``a`` and ``b``
+        (same ndim) into the same shape.
+        """
+        return extents_merge_mask(&self.ext)
 
     def to_dense(self, order="C"):
         """A dense layout with this shape and itemsize.
@@ -1171,65 +1525,95 @@ cdef class StridedLayout:
         """
         return _dense_like(self, order)
 
-    def repacked(self, new_itemsize):
+    def repacked(self, new_itemsize, data_ptr=0, axis=-1, keep_dim=True):
         """The same bytes seen as elements of another size (e.g. float32 pairs as complex64).
 
-        The last dim is re-cut: its bytes (extent * itemsize) must be a whole number of new
-        elements, so it must be contiguous (stride 1, or extent 1).  Every other stride, in
-        bytes, and the slice offset, in bytes, must be multiples of the new itemsize.  Strides of
-        other extent-1 dims do not matter and are rounded down.
+        Dim ``axis`` is re-cut: it must be contiguous (stride 1, or extent 1) and hold a whole
+        number of new elements (``extent * itemsize`` a multiple of `new_itemsize`).  Every
+        other stride in bytes, and ``slice_offset`` in bytes, must be a multiple of
+        `new_itemsize`; strides of other dims of extent 1 do not matter and are rounded down.
+        Any size works, not only multiples or divisors of ``itemsize`` (numpy's ``view`` needs
+        a divisor when shrinking).
 
         Parameters
         ----------
         new_itemsize : int
             Bytes per new element, > 0.
+        data_ptr : int, optional
+            The address ``slice_offset`` counts from; when given, it must be a multiple of
+            `new_itemsize` so that every new element is aligned.  Default 0: no requirement.
+        axis : int, optional
+            The dim to re-cut (negative counts from the end); default the last.
+        keep_dim : bool, optional
+            False drops `axis` from the result when its new extent is 1 (e.g. four float32
+            as one 16-byte vector).  Default True.
 
         Returns
         -------
         StridedLayout
-            Same ndim; the last extent scaled by ``itemsize / new_itemsize``.
+            This layout itself when `new_itemsize` equals ``itemsize``; otherwise `axis`'s
+            extent scaled by ``itemsize / new_itemsize`` with stride 1, and ``slice_offset``
+            scaled by the same factor.  A layout with no elements repacks whatever its strides.
 
         Raises
         ------
         ValueError
             If the layout cannot be seen with the new itemsize (including any itemsize change
-            of a 0-d layout: unsqueeze it first).
+            of a 0-d layout: unsqueeze it first) or `data_ptr` is not aligned.
+        AxisError
+            If `axis` is out of range.
+
+        Examples
+        --------
+        >>> L = StridedLayout.dense((5, 4), 4)
+        >>> L.repacked(8).shape, L.repacked(16, keep_dim=False).shape, L.repacked(2).shape
+        ((5, 2), (5,), (5, 8))
         """
-        cdef int64_t shp[MAX_NDIM]
-        cdef int64_t st[MAX_NDIM]
-        cdef int64_t isz = _to_int64(new_itemsize, "new_itemsize"), old = self.itemsize, b, b2
-        cdef int nd = self.ext.ndim, i, last = nd - 1
-        if isz <= 0:
-            raise ValueError(f"new_itemsize must be > 0, got {isz}")
-        if isz == old:
-            return self
-        if nd == 0:
-            raise ValueError(f"cannot repack a 0-d layout from itemsize {old} to {isz}; "
-                             "unsqueeze it to 1-d first")
-        if self.ext.shape[last] != 1 and self.ext.strides[last] != 1:
-            raise ValueError(f"cannot repack from itemsize {old} to {isz}: the last dim must be "
-                             f"contiguous, but its stride is {self.ext.strides[last]}")
-        b = self.ext.shape[last] * old
-        if b % isz != 0:
-            raise ValueError(f"cannot repack from itemsize {old} to {isz}: the last dim holds "
-                             f"{b} bytes, not a multiple of {isz}")
-        if (self.slice_offset * old) % isz != 0:
-            raise ValueError(f"cannot repack from itemsize {old} to {isz}: slice_offset "
-                             f"{self.slice_offset} is {self.slice_offset * old} bytes, not a "
-                             f"multiple of {isz}")
-        for i in range(last):
-            shp[i] = self.ext.shape[i]
-            if shp[i] == 1:
-                st[i] = 0 if _mul_ovf(self.ext.strides[i], old, &b2) else _floordiv(b2, isz)
-            elif (self.ext.strides[i] * old) % isz != 0:
-                raise ValueError(
-                    f"cannot repack from itemsize {old} to {isz}: dim {i} has a stride of "
-                    f"{self.ext.strides[i] * old} bytes, not a multiple of {isz}")
-            else:
-                st[i] = (self.ext.strides[i] * old) // isz
-        shp[last] = b // isz
-        st[last] = 1
-        return _layout_from_arrays(nd, shp, st, isz, (self.slice_offset * old) // isz, True)
+        return layout_repacked(self, _to_int64(new_itemsize, "new_itemsize"),
+                               0 if data_ptr is None else _to_address(data_ptr),
+                               _to_int64(axis, "axis"), bool(keep_dim))
+
+    def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
+        """The largest divisor of `max_itemsize` that :meth:`repacked` accepts for this layout.
+
+        Typically the widest vector load a kernel may use on memory with this layout: with
+        the default 16 and power-of-two itemsizes the answer is a power of two.
+
+        Parameters
+        ----------
+        max_itemsize : int, optional
+            Upper bound, >= ``itemsize``; default 16.
+        data_ptr : int, optional
+            The address ``slice_offset`` counts from; the answer also divides it.  Default 0:
+            no requirement.
+        axis : int, optional
+            The dim that would be repacked; default the last.
+
+        Returns
+        -------
+        int
+            ``gcd`` of `max_itemsize`, `data_ptr`, the bytes of `axis`, ``slice_offset`` in
+            bytes and the strides in bytes of the other dims of extent other than 1; it may be
+            smaller than ``itemsize`` (e.g. a data pointer aligned to less).  ``itemsize``
+            when `axis` is not contiguous or the layout has no elements (nothing to repack).
+
+        Raises
+        ------
+        ValueError
+            If `max_itemsize` is not positive or is less than ``itemsize``.
+        AxisError
+            If `axis` is out of range (a 0-d layout has none).
+
+        Examples
+        --------
+        >>> StridedLayout.dense((16, 6), 2).max_compatible_itemsize()
+        4
+        >>> StridedLayout.dense((16, 6), 2).max_compatible_itemsize(axis=0)   # stride 6
+        2
+        """
+        return layout_max_compatible_itemsize(
+            self, _to_int64(max_itemsize, "max_itemsize"),
+            0 if data_ptr is None else _to_address(data_ptr), _to_int64(axis, "axis"))
 
     # --- value semantics -----------------------------------------------------------------------
 
