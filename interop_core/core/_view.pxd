@@ -82,6 +82,11 @@ ctypedef int (*copy_views_t)(StridedMemoryView dst, StridedMemoryView src,
 cdef void install_copy_views(copy_views_t copy) noexcept
 
 
+# What StridedMemoryView.from_dlpack / from_cuda_array_interface / from_array_interface /
+# from_buffer_protocol do for `protocol`, and from_any for PROTOCOL_NONE (`stream` ignored for
+# the two host protocols): for compiled callers (interop_core.compat).
+cdef object view_through(int protocol, object obj, object stream)
+
 # The registry's exact-type fast path for the from_* classmethods (registry._registry installs
 # view_if_equivalent here as it is imported: it imports this module, so this one cannot import
 # it).  Returns the view a registered reader makes when its plugin declared it equivalent to

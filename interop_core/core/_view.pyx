@@ -355,7 +355,7 @@ cdef class StridedMemoryView:
             fast = _fast_from(obj, stream, PROTOCOL_DLPACK)
             if fast is not None:
                 return fast
-        return _declared_readonly(_view_dlpack(obj, stream), obj)
+        return _through_protocol(PROTOCOL_DLPACK, obj, stream)
 
     @staticmethod
     def from_cuda_array_interface(obj, stream=None):
@@ -379,7 +379,7 @@ cdef class StridedMemoryView:
             fast = _fast_from(obj, stream, PROTOCOL_CAI)
             if fast is not None:
                 return fast
-        return _declared_readonly(_view_cai(obj, stream), obj)
+        return _through_protocol(PROTOCOL_CAI, obj, stream)
 
     @staticmethod
     def from_array_interface(obj):
@@ -400,7 +400,7 @@ cdef class StridedMemoryView:
             fast = _fast_from(obj, None, PROTOCOL_ARRAY_INTERFACE)
             if fast is not None:
                 return fast
-        return _declared_readonly(_view_array_interface(obj), obj)
+        return _through_protocol(PROTOCOL_ARRAY_INTERFACE, obj, None)
 
     @staticmethod
     def from_buffer_protocol(obj):
@@ -422,7 +422,7 @@ cdef class StridedMemoryView:
             fast = _fast_from(obj, None, PROTOCOL_BUFFER)
             if fast is not None:
                 return fast
-        return _declared_readonly(_view_buffer_protocol(obj), obj)
+        return _through_protocol(PROTOCOL_BUFFER, obj, None)
 
     @staticmethod
     def from_any(obj, stream=None):
@@ -449,21 +449,11 @@ cdef class StridedMemoryView:
         TypeError
             If no protocol applies; the message names the type and what was tried.
         """
-        cdef type t
         if _fast_from != NULL:
-            fast = _fast_from(obj, stream, PROTOCOL_NONE)   # NONE: from_any's own choice
+            fast = _fast_from(obj, stream, PROTOCOL_NONE)
             if fast is not None:
                 return fast
-        cdef int protocol = protocol_for_any(obj)
-        if protocol == PROTOCOL_NONE:
-            t = type(obj)
-            raise TypeError(
-                f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
-                "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
-                "__array_interface__ or the buffer protocol")
-        if protocol == PROTOCOL_SELF:
-            return view_by_protocol(protocol, obj, stream)
-        return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
+        return _through_protocol(PROTOCOL_NONE, obj, stream)
 
     @classmethod
     def from_pointer(cls, ptr, shape, strides=None, dtype="uint8", *, device=None,
@@ -978,6 +968,39 @@ cdef class StridedMemoryView:
     __dlpack_c_exchange_api__ = exchange_api_capsule()
 
 
+cdef object view_through(int protocol, object obj, object stream):
+    # The from_* constructors' one body: a plugin reader declared equivalent to the protocol,
+    # else the protocol itself (PROTOCOL_NONE: the one from_any chooses).  The constructors
+    # spell out the first half, a call less on their fast path.
+    if _fast_from != NULL:
+        fast = _fast_from(obj, stream, protocol)
+        if fast is not None:
+            return fast
+    return _through_protocol(protocol, obj, stream)
+
+
+cdef object _through_protocol(int protocol, object obj, object stream):
+    cdef type t
+    if protocol == PROTOCOL_DLPACK:
+        return _declared_readonly(_view_dlpack(obj, stream), obj)
+    if protocol == PROTOCOL_CAI:
+        return _declared_readonly(_view_cai(obj, stream), obj)
+    if protocol == PROTOCOL_ARRAY_INTERFACE:
+        return _declared_readonly(_view_array_interface(obj), obj)
+    if protocol == PROTOCOL_BUFFER:
+        return _declared_readonly(_view_buffer_protocol(obj), obj)
+    protocol = protocol_for_any(obj)
+    if protocol == PROTOCOL_NONE:
+        t = type(obj)
+        raise TypeError(
+            f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
+            "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+            "__array_interface__ or the buffer protocol")
+    if protocol == PROTOCOL_SELF:
+        return view_by_protocol(protocol, obj, stream)
+    return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
+
+
 # The registry's view_if_equivalent, installed by interop_core.registry._registry as it is
 # imported (before any view can be made through the public API); NULL until then.
 cdef fast_from_t _fast_from = NULL
@@ -1010,7 +1033,8 @@ cdef object _copies():
 
 
 cdef ViewRecord* _record_of(object obj) except NULL:
-    if type(obj) is not StridedMemoryView:
+    # Subclasses too (interop_core.compat's views): the record is the same C struct.
+    if not isinstance(obj, StridedMemoryView):
         raise TypeError(f"expected a StridedMemoryView, got {type(obj).__name__}")
     return &(<StridedMemoryView> obj).rec
 
