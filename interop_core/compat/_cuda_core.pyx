@@ -804,7 +804,7 @@ cdef class StridedLayout:
             Bit ``i`` set: axis ``i`` merges into axis ``i - 1``.  Masks of layouts with the
             same ``ndim`` combine with ``&``.
         """
-        return self._base.merge_mask
+        return _merge_mask(self._base)
 
     # --- derived layouts ----------------------------------------------------------------------
 
@@ -844,9 +844,13 @@ cdef class StridedLayout:
         ValueError
             If the volumes differ or the strides cannot express the new shape.
         """
+        cdef CoreLayout reshaped
         _as_shape_tuple(shape, "shape")
         try:
-            return _wrap(self._base.reshaped(shape))
+            reshaped = self._base.reshaped(shape)
+            # The same shape: the same strides (those of extents of 1 included), as numpy.
+            return _wrap(self._base if reshaped == self._base or
+                         reshaped.shape == self._base.shape else reshaped)
         except ValueError:
             _reshape_error(extents_volume(&self._base.ext), shape)
             raise
@@ -886,7 +890,6 @@ cdef class StridedLayout:
         StridedLayout
         """
         cdef int ndim = self._base.ext.ndim
-        cdef uint64_t allowed
         if ndim == 0:
             return _wrap(CoreLayout((1,), (1,), self._base.itemsize, self._base.slice_offset))
         if mask is None:
@@ -894,9 +897,8 @@ cdef class StridedLayout:
             end = end_axis + ndim if end_axis < 0 else end_axis
             if start >= end:
                 return _wrap(self._base)
-            merged = self._base.merged(start, end)
-        else:
-            merged = self._base.merged(mask=mask)
+            mask = ((1 << (end + 1)) - 1) & ~((1 << (start + 1)) - 1)
+        merged = self._base.merged(mask=mask & _merge_mask(self._base))
         if extents_volume(&(<CoreLayout> merged).ext) == 0 and (<CoreLayout> merged).ext.ndim:
             return _wrap(CoreLayout((0,), (0,), self._base.itemsize, self._base.slice_offset))
         return _wrap(merged)
@@ -945,7 +947,7 @@ cdef class StridedLayout:
                 new_shape.append(shape[k])
                 k += 1
         return _wrap(CoreLayout(tuple(new_shape),
-                                _expand_dims_strides(self._base, tuple(new_shape), shape, strides),
+                                _expand_dims_strides(tuple(new_shape), inserted, strides),
                                 self._base.itemsize, self._base.slice_offset))
 
     def broadcast_to(self, shape):
@@ -1040,35 +1042,37 @@ cdef class StridedLayout:
                 f"itemsize={self._base.itemsize}{offset})")
 
 
-cdef tuple _expand_dims_strides(CoreLayout base, tuple new_shape, tuple shape, tuple strides):
-    # numpy's expand_dims is a reshape, and cuda.core's strides are numpy's: C-contiguous
-    # memory gets the C strides of the new shape; other memory numpy's no-copy reshape
-    # (its own dims of extent 1 dropped; each new dim of extent 1 takes the stride times the
-    # extent of the next dim that has more, or, after the last, the last such dim's stride).
+cdef object _merge_mask(CoreLayout base):
+    # cuda.core's rule: axis i merges into axis i - 1 when stride[i - 1] == stride[i] * extent[i]
+    # (the core also merges extents of 1 whatever their strides); every axis when nothing is held.
+    cdef int i
+    if extents_volume(&base.ext) == 0:
+        return base.merge_mask
+    mask = 0
+    for i in range(1, base.ext.ndim):
+        if base.ext.strides[i - 1] == base.ext.strides[i] * base.ext.shape[i]:
+            mask |= 1 << i
+    return mask
+
+
+cdef tuple _expand_dims_strides(tuple new_shape, set inserted, tuple strides):
+    # cuda.core's rule (numpy's expand_dims for layouts without extents of 1): the dims keep
+    # their strides; a new dim takes the stride times the extent of the next old dim, or, after
+    # the last one, that dim's stride (1 when there is none).
     cdef list out = [None] * len(new_shape)
-    cdef int64_t step = 1
-    if base.is_contiguous_c:
-        for i in range(len(new_shape) - 1, -1, -1):
-            out[i] = step
-            if new_shape[i]:
-                step *= new_shape[i]
-        return tuple(out)
-    old = [(e, st) for e, st in zip(shape, strides) if e != 1]
-    pending = []
-    last = 1
-    k = 0
-    for i, extent in enumerate(new_shape):
-        if extent == 1:
-            pending.append(i)
-            continue
-        old_extent, old_stride = old[k]
-        k += 1
-        out[i] = last = old_stride
-        for p in pending:
-            out[p] = old_stride * old_extent
-        pending = []
-    for p in pending:
-        out[p] = last
+    cdef int i, k = 0
+    old = []
+    for i in range(len(new_shape)):
+        if i not in inserted:
+            out[i] = strides[k]
+            old.append(i)
+            k += 1
+    last = out[old[len(old) - 1]] if old else 1
+    for i in range(len(new_shape) - 1, -1, -1):
+        if i in inserted:
+            out[i] = last
+        else:
+            last = out[i] * new_shape[i]
     return tuple(out)
 
 
