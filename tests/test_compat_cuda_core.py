@@ -280,6 +280,9 @@ def test_flattened_merges_what_it_can_and_masks_combine():
     assert b.flattened(mask=mask) == StridedLayout((4, 15), (1, 4), 4)
     assert StridedLayout.dense((2, 3, 4), 1).flattened(1, 2).shape == (2, 12)
     assert StridedLayout((), None, 4).flattened().shape == (1,)
+    deep = StridedLayout.dense((2,) + (1,) * 62 + (3,), 1)
+    assert deep.flattened_axis_mask() == 2 ** 64 - 2
+    assert deep.flattened(mask=1 << 63).shape == (2,) + (1,) * 61 + (3,)
 
 
 @pytest.mark.parametrize(

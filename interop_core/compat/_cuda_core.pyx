@@ -897,7 +897,8 @@ cdef class StridedLayout:
             end = end_axis + ndim if end_axis < 0 else end_axis
             if start >= end:
                 return _wrap(self._base)
-            mask = ((1 << (end + 1)) - 1) & ~((1 << (start + 1)) - 1)
+            one = 1     # a Python int: masks of 64 axes overflow a C shift
+            mask = ((one << (end + 1)) - 1) & ~((one << (start + 1)) - 1)
         merged = self._base.merged(mask=mask & _merge_mask(self._base))
         if extents_volume(&(<CoreLayout> merged).ext) == 0 and (<CoreLayout> merged).ext.ndim:
             return _wrap(CoreLayout((0,), (0,), self._base.itemsize, self._base.slice_offset))
@@ -1051,7 +1052,7 @@ cdef object _merge_mask(CoreLayout base):
     mask = 0
     for i in range(1, base.ext.ndim):
         if base.ext.strides[i - 1] == base.ext.strides[i] * base.ext.shape[i]:
-            mask |= 1 << i
+            mask |= (<object> 1) << i
     return mask
 
 
