@@ -73,6 +73,14 @@ cdef inline object _compat(CoreView v, Py_ssize_t held):
     return c
 
 
+cdef inline object _no_order(object stream_ptr):
+    # cuda.core's "no ordering" is -1: the same as None to the core, which then has no stream
+    # argument to resolve at all.
+    if type(stream_ptr) is int and stream_ptr == -1:
+        return None
+    return stream_ptr
+
+
 cdef object _no_protocol(object obj):
     return BufferError("the input object does not support any data exchange protocol "
                        f"(type {type(obj).__module__}.{type(obj).__qualname__})")
@@ -154,7 +162,7 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        cdef CoreView v = view_through(PROTOCOL_DLPACK, obj, stream_ptr)
+        cdef CoreView v = view_through(PROTOCOL_DLPACK, obj, _no_order(stream_ptr))
         return _compat(v, 1)
 
     @staticmethod
@@ -175,7 +183,7 @@ cdef class StridedMemoryView(CoreView):
         """
         cdef CoreView v
         try:
-            v = view_through(PROTOCOL_CAI, obj, stream_ptr)
+            v = view_through(PROTOCOL_CAI, obj, _no_order(stream_ptr))
         except ValueError:
             return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
         return _compat(v, 1)
@@ -224,7 +232,7 @@ cdef class StridedMemoryView(CoreView):
         """
         cdef CoreView v
         try:
-            v = view_through(PROTOCOL_NONE, obj, stream_ptr)
+            v = view_through(PROTOCOL_NONE, obj, _no_order(stream_ptr))
         except TypeError:
             if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
                 raise _no_protocol(obj) from None
@@ -1024,6 +1032,7 @@ cdef class StridedLayout:
         return _sliced(self, slices)
 
     def __getitem__(self, slices):
+        """The same as :meth:`sliced`: ``layout[1:, ::2]``."""
         return _sliced(self, slices)
 
     # --- comparisons -------------------------------------------------------------------------
@@ -1178,7 +1187,7 @@ cdef class _StridedMemoryViewProxy:
         StridedMemoryView
         """
         cdef CoreView v = view_through(PROTOCOL_DLPACK if self.has_dlpack else PROTOCOL_CAI,
-                                       self.obj, stream_ptr)
+                                       self.obj, _no_order(stream_ptr))
         return _compat(v, 1)
 
 
