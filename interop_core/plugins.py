@@ -194,7 +194,7 @@ class PluginRegistrar:
                  fallback: str | Callable | Any | tuple | None = None,
                  prepare: Callable[[], Any] | None = None,
                  canaries: Callable[[], Any] | None = None,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, equivalent_to: tuple[str, ...] = ()) -> None:
         """Read objects of exactly ``type_`` with ``reader``.
 
         Parameters
@@ -233,12 +233,21 @@ class PluginRegistrar:
             The type's objects are immutable (jax arrays): every view of one reports read-only,
             whichever path made it (``view()``, ``StridedMemoryView.from_any``,
             ``from_dlpack``, ...), even where the protocol itself cannot say so.
+        equivalent_to : tuple of str
+            The exchange protocols whose own reading of these objects ``reader`` (and every
+            fallback) reproduces exactly: pointer, shape, strides, dtype, device, read-only
+            flag and stream ordering (``"dlpack"``, ``"cuda_array_interface"``,
+            ``"array_interface"``, ``"buffer_protocol"``).  ``StridedMemoryView.from_dlpack``
+            and the other ``from_*`` classmethods of those protocols then read through
+            ``reader`` too, as fast as ``view()``; an object ``reader`` refuses with a
+            ``BufferError`` goes to the protocol itself.  Declare only what holds for every
+            object of the type.
         """
         _validate_target(type_, "type_")
         entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
                                     producer_stream=producer_stream, type_path=_type_path(type_),
                                     fallback=fallback, prepare=prepare, canaries=canaries,
-                                    readonly=readonly)
+                                    readonly=readonly, equivalent_to=equivalent_to)
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,

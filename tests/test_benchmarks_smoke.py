@@ -367,8 +367,8 @@ def test_threads_harness_counts_calls_from_every_thread():
 
 
 def test_sections_are_the_documented_ones():
-    assert list(SECTIONS) == ["view", "readers", "stream", "to", "viewable", "launch", "ndim",
-                              "threads", "dispatch", "shards", "copies", "import"]
+    assert list(SECTIONS) == ["view", "from", "readers", "stream", "to", "viewable", "launch",
+                              "ndim", "threads", "dispatch", "shards", "copies", "import"]
 
 
 def test_bound_calls_pass_positional_and_keyword_arguments_as_given():

@@ -18,10 +18,12 @@ BUILD_PACKAGES = ("sphinx", "myst_parser", "numpydoc", "pydata_sphinx_theme")
 # The modules whose public names (__all__) the API reference must document, with the members of
 # every class among them.
 DOCUMENTED_MODULES = ("interop_core", "interop_core.plugins", "interop_core.hookspecs",
-                      "interop_core.dtypes", "interop_core.testing")
+                      "interop_core.dtypes", "interop_core.testing",
+                      "interop_core.compat.cuda_core")
 # The first-party plugins (documented on their own page); their public names are their __all__,
 # or their hook alone where they declare none.
-PLUGIN_MODULES = ("interop_numpy", "interop_torch", "interop_cupy", "interop_numba", "interop_jax")
+PLUGIN_MODULES = ("interop_numpy", "interop_torch", "interop_cupy", "interop_numba", "interop_jax",
+                  "interop_cuda_core")
 PROTOCOL_DUNDERS = {"__getitem__", "__dlpack__", "__dlpack_device__",
                     "__cuda_array_interface__", "__array_interface__"}
 

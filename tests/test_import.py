@@ -64,7 +64,7 @@ DOCUMENTED_MODULES = ("interop_core", "interop_core.dtypes", "interop_core.plugi
                       "interop_core.hookspecs", "interop_core.testing",
                       # The first-party plugins (plugins/ in a checkout).
                       "interop_numpy", "interop_torch", "interop_cupy", "interop_numba",
-                      "interop_jax")
+                      "interop_jax", "interop_cuda_core", "interop_core.compat.cuda_core")
 
 
 @pytest.mark.parametrize("module_name", DOCUMENTED_MODULES)

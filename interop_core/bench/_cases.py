@@ -308,6 +308,69 @@ def _section_view(device: str, quick: bool) -> list[Case]:
     return cases
 
 
+# -- the from_* constructors and the cuda.core compat layer -------------------------------------
+
+def _from_cases(fw: str, dev: str, obj: object) -> list[Case]:
+    """Every from_* constructor that takes ``obj``, beside view() and cuda.core's own."""
+    from .. import StridedMemoryView, view
+    from ..compat import cuda_core as compat
+
+    group = f"from_*({fw} {dev})"
+    smv = _cuda_core_view()
+    cases = [Case("from", group, "interop_core view()", bound(view, obj), ours=True)]
+    protocols = ["from_any"]
+    if hasattr(obj, "__dlpack__"):
+        protocols.append("from_dlpack")
+    if hasattr(type(obj), "__cuda_array_interface__") and dev == "cuda":
+        protocols.append("from_cuda_array_interface")
+    if hasattr(type(obj), "__array_interface__") and dev == "cpu":
+        protocols += ["from_array_interface", "from_buffer_protocol"]
+    for name in protocols:
+        cases.append(Case("from", group, f"interop_core StridedMemoryView.{name}",
+                          bound(getattr(StridedMemoryView, name), obj), ours=True))
+    # The compat layer, against the core call it wraps and cuda.core's own (stream_ptr=-1:
+    # no ordering, the same work as the calls above).
+    compat_calls = [("from_any_interface", True)]
+    if hasattr(obj, "__dlpack__"):
+        compat_calls.append(("from_dlpack", True))
+    if hasattr(type(obj), "__cuda_array_interface__") and dev == "cuda":
+        compat_calls.append(("from_cuda_array_interface", True))
+    if hasattr(type(obj), "__array_interface__") and dev == "cpu":
+        compat_calls.append(("from_array_interface", False))
+    for name, takes_stream in compat_calls:
+        args = (obj, -1) if takes_stream else (obj,)
+        if takes_stream and name != "from_any_interface":
+            # The core call the compat one wraps, with the same "no ordering" argument.
+            cases.append(Case("from", group, f"interop_core StridedMemoryView.{name}(x, -1)",
+                              bound(getattr(StridedMemoryView, name), *args), ours=True))
+        cases.append(Case("from", group, f"compat.cuda_core StridedMemoryView.{name}",
+                          bound(getattr(compat.StridedMemoryView, name), *args), ours=True))
+        if smv is not None and hasattr(smv, name):
+            cases.append(Case("from", group, f"cuda.core {name}",
+                              bound(getattr(smv, name), *args)))
+    # As written in a caller's code: the class attribute looked up on every call.
+    env = {"_view": view, "_smv": StridedMemoryView, "_compat": compat.StridedMemoryView}
+    cases.append(Case("from", group, "view(x) written in a function",
+                      bound(_generated("f", 1, ["return _view(a0)"], env), obj), ours=True))
+    if hasattr(obj, "__dlpack__"):
+        cases.append(Case("from", group, "StridedMemoryView.from_dlpack(x) written in a function",
+                          bound(_generated("f", 1, ["return _smv.from_dlpack(a0)"], env), obj),
+                          ours=True))
+        cases.append(Case("from", group,
+                          "compat StridedMemoryView.from_dlpack(x, -1) written in a function",
+                          bound(_generated("f", 1, ["return _compat.from_dlpack(a0, -1)"], env),
+                                obj), ours=True))
+    return cases
+
+
+def _section_from(device: str, quick: bool) -> list[Case]:
+    cases = []
+    for dev in _devices(device):
+        for fw, obj in samples(dev).items():
+            cases += _from_cases(fw, dev, obj)
+    return cases
+
+
 def _stream_and_handle(fw: str, *, current: bool):
     """A stream of ``fw``'s own kind and its CUstream handle: the one ``fw`` writes on now (the
     producer's, ``current=True``) or a new one (a consumer)."""
@@ -1444,6 +1507,7 @@ def _section_import(device: str, quick: bool) -> list[Case]:
 # In the order they run and print.
 SECTIONS: dict[str, Callable[[str, bool], list[Case]]] = {
     "view": _section_view,
+    "from": _section_from,
     "readers": _section_readers,
     "stream": _section_stream,
     "to": _section_to,

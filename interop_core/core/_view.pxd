@@ -56,6 +56,10 @@ cdef enum Protocol:
 # Which protocol `obj` offers (PROTOCOL_NONE when none); looks at the object, caches nothing.
 cdef int choose_protocol(object obj) except -1
 
+# The protocol StridedMemoryView.from_any chooses for `obj` (choose_protocol, cached per type
+# for the types that offer one).
+cdef int protocol_for_any(object obj) except -1
+
 # A view of `obj` through `protocol` (not PROTOCOL_NONE).
 cdef object view_by_protocol(int protocol, object obj, object stream)
 
@@ -76,3 +80,16 @@ cdef int order_view(StridedMemoryView v, intptr_t consumer) except -1
 ctypedef int (*copy_views_t)(StridedMemoryView dst, StridedMemoryView src,
                              object stream) except -1
 cdef void install_copy_views(copy_views_t copy) noexcept
+
+
+# What StridedMemoryView.from_dlpack / from_cuda_array_interface / from_array_interface /
+# from_buffer_protocol do for `protocol`, and from_any for PROTOCOL_NONE (`stream` ignored for
+# the two host protocols): for compiled callers (interop_core.compat).
+cdef object view_through(int protocol, object obj, object stream)
+
+# The registry's exact-type fast path for the from_* classmethods (registry._registry installs
+# view_if_equivalent here as it is imported: it imports this module, so this one cannot import
+# it).  Returns the view a registered reader makes when its plugin declared it equivalent to
+# `protocol` (PROTOCOL_NONE: the protocol from_any would choose), or None for the protocol path.
+ctypedef object (*fast_from_t)(object obj, object stream, int protocol)
+cdef void install_fast_from(fast_from_t fast_from) noexcept

@@ -331,12 +331,14 @@ cdef class StridedMemoryView:
 
     # --- construction ---------------------------------------------------------------------
 
-    @classmethod
-    def from_dlpack(cls, obj, stream=None):
+    @staticmethod
+    def from_dlpack(obj, stream=None):
         """View an object through the DLPack protocol.
 
         Uses the type's DLPack C exchange API when it publishes one, else ``obj.__dlpack__``.
-        A bare DLPack capsule is accepted too (and consumed).
+        A bare DLPack capsule is accepted too (and consumed).  When a plugin declared its
+        reader of ``type(obj)`` equivalent to DLPack (same pointer, layout, dtype, device,
+        read-only flag and stream ordering), that reader reads instead, as :func:`view` does.
 
         Parameters
         ----------
@@ -350,13 +352,18 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _declared_readonly(_view_dlpack(obj, stream), obj)
+        if _fast_from != NULL:
+            fast = _fast_from(obj, stream, PROTOCOL_DLPACK)
+            if fast is not None:
+                return fast
+        return _through_protocol(PROTOCOL_DLPACK, obj, stream)
 
-    @classmethod
-    def from_cuda_array_interface(cls, obj, stream=None):
+    @staticmethod
+    def from_cuda_array_interface(obj, stream=None):
         """View an object through ``__cuda_array_interface__`` (v2 or v3).
 
-        The interface's ``stream`` field is kept as :attr:`producer_stream`.
+        The interface's ``stream`` field is kept as :attr:`producer_stream`.  A plugin reader
+        declared equivalent to the interface (same stream semantics included) reads instead.
 
         Parameters
         ----------
@@ -369,11 +376,17 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _declared_readonly(_view_cai(obj, stream), obj)
+        if _fast_from != NULL:
+            fast = _fast_from(obj, stream, PROTOCOL_CAI)
+            if fast is not None:
+                return fast
+        return _through_protocol(PROTOCOL_CAI, obj, stream)
 
-    @classmethod
-    def from_array_interface(cls, obj):
+    @staticmethod
+    def from_array_interface(obj):
         """View host memory through NumPy's ``__array_interface__`` (v3).
+
+        A plugin reader declared equivalent to the interface reads instead.
 
         Parameters
         ----------
@@ -384,13 +397,18 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _declared_readonly(_view_array_interface(obj), obj)
+        if _fast_from != NULL:
+            fast = _fast_from(obj, None, PROTOCOL_ARRAY_INTERFACE)
+            if fast is not None:
+                return fast
+        return _through_protocol(PROTOCOL_ARRAY_INTERFACE, obj, None)
 
-    @classmethod
-    def from_buffer_protocol(cls, obj):
+    @staticmethod
+    def from_buffer_protocol(obj):
         """View host memory through the Python buffer protocol.
 
-        The exported buffer is held (and released) by the view.
+        The exported buffer is held (and released) by the view.  A plugin reader declared
+        equivalent to the buffer protocol reads instead (the view then holds ``obj``).
 
         Parameters
         ----------
@@ -401,15 +419,20 @@ cdef class StridedMemoryView:
         -------
         StridedMemoryView
         """
-        return _declared_readonly(_view_buffer_protocol(obj), obj)
+        if _fast_from != NULL:
+            fast = _fast_from(obj, None, PROTOCOL_BUFFER)
+            if fast is not None:
+                return fast
+        return _through_protocol(PROTOCOL_BUFFER, obj, None)
 
-    @classmethod
-    def from_any(cls, obj, stream=None):
+    @staticmethod
+    def from_any(obj, stream=None):
         """View any supported object, trying the exchange protocols in a fixed order.
 
         The order is: a ``StridedMemoryView`` itself, the DLPack C exchange API, ``__dlpack__``,
         ``__cuda_array_interface__``, ``__array_interface__``, the buffer protocol.  The
-        choice is cached per type.
+        choice is cached per type.  A plugin reader declared equivalent to the chosen protocol
+        reads instead.
 
         Parameters
         ----------
@@ -427,23 +450,11 @@ cdef class StridedMemoryView:
         TypeError
             If no protocol applies; the message names the type and what was tried.
         """
-        cdef type t = type(obj)
-        cdef object cached = _PROTOCOL_BY_TYPE.get(t)
-        cdef int protocol
-        if cached is None:
-            protocol = choose_protocol(obj)
-            if protocol != PROTOCOL_NONE:
-                _PROTOCOL_BY_TYPE[t] = protocol
-        else:
-            protocol = cached
-        if protocol == PROTOCOL_NONE:
-            raise TypeError(
-                f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
-                "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
-                "__array_interface__ or the buffer protocol")
-        if protocol == PROTOCOL_SELF:
-            return view_by_protocol(protocol, obj, stream)
-        return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
+        if _fast_from != NULL:
+            fast = _fast_from(obj, stream, PROTOCOL_NONE)
+            if fast is not None:
+                return fast
+        return _through_protocol(PROTOCOL_NONE, obj, stream)
 
     @classmethod
     def from_pointer(cls, ptr, shape, strides=None, dtype="uint8", *, device=None,
@@ -961,6 +972,49 @@ cdef class StridedMemoryView:
     __dlpack_c_exchange_api__ = exchange_api_capsule()
 
 
+cdef object view_through(int protocol, object obj, object stream):
+    # The from_* constructors' one body: a plugin reader declared equivalent to the protocol,
+    # else the protocol itself (PROTOCOL_NONE: the one from_any chooses).  The constructors
+    # spell out the first half, a call less on their fast path.
+    if _fast_from != NULL:
+        fast = _fast_from(obj, stream, protocol)
+        if fast is not None:
+            return fast
+    return _through_protocol(protocol, obj, stream)
+
+
+cdef object _through_protocol(int protocol, object obj, object stream):
+    cdef type t
+    if protocol == PROTOCOL_DLPACK:
+        return _declared_readonly(_view_dlpack(obj, stream), obj)
+    if protocol == PROTOCOL_CAI:
+        return _declared_readonly(_view_cai(obj, stream), obj)
+    if protocol == PROTOCOL_ARRAY_INTERFACE:
+        return _declared_readonly(_view_array_interface(obj), obj)
+    if protocol == PROTOCOL_BUFFER:
+        return _declared_readonly(_view_buffer_protocol(obj), obj)
+    protocol = protocol_for_any(obj)
+    if protocol == PROTOCOL_NONE:
+        t = type(obj)
+        raise TypeError(
+            f"cannot view an object of type {t.__module__}.{t.__qualname__}: it has none of "
+            "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+            "__array_interface__ or the buffer protocol")
+    if protocol == PROTOCOL_SELF:
+        return view_by_protocol(protocol, obj, stream)
+    return _declared_readonly(view_by_protocol(protocol, obj, stream), obj)
+
+
+# The registry's view_if_equivalent, installed by interop_core.registry._registry as it is
+# imported (before any view can be made through the public API); NULL until then.
+cdef fast_from_t _fast_from = NULL
+
+
+cdef void install_fast_from(fast_from_t fast_from) noexcept:
+    global _fast_from
+    _fast_from = fast_from
+
+
 # interop_core.copies._copy, imported on the first copy (it imports this module).
 cdef object _copy_module = None
 # Its copy_views (a C function of a module that stays loaded), set by install_copy_views as
@@ -983,7 +1037,8 @@ cdef object _copies():
 
 
 cdef ViewRecord* _record_of(object obj) except NULL:
-    if type(obj) is not StridedMemoryView:
+    # Subclasses too (interop_core.compat's views): the record is the same C struct.
+    if not isinstance(obj, StridedMemoryView):
         raise TypeError(f"expected a StridedMemoryView, got {type(obj).__name__}")
     return &(<StridedMemoryView> obj).rec
 
@@ -1012,6 +1067,18 @@ register_view_type(StridedMemoryView, _record_of, _view_from_record)
 # from_any's per-type choice (only types that offer a protocol are cached: an object may carry
 # an interface as an instance attribute that another instance of its type lacks).
 cdef dict _PROTOCOL_BY_TYPE = {}
+
+
+cdef int protocol_for_any(object obj) except -1:
+    cdef type t = type(obj)
+    cdef object cached = _PROTOCOL_BY_TYPE.get(t)
+    cdef int protocol
+    if cached is not None:
+        return cached
+    protocol = choose_protocol(obj)
+    if protocol != PROTOCOL_NONE:
+        _PROTOCOL_BY_TYPE[t] = protocol
+    return protocol
 
 
 cdef int choose_protocol(object obj) except -1:

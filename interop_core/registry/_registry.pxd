@@ -47,6 +47,10 @@ cdef class ReaderEntry:
     """callable or None: The plugin's own check, run once before the reader's first use."""
     cdef readonly object canaries     # callable() -> iterable of objects (validation)
     """callable or None: Objects the reader must read exactly as its fallback does."""
+    cdef int equivalent               # bit (1 << Protocol) set for each exchange protocol this
+                                      # reader reads exactly as (StridedMemoryView.from_*)
+    cdef object any_type              # owned: the last type from_any read through this entry,
+    cdef int any_protocol             # and the protocol from_any chooses for it
 
 
 # Make a compiled reader of the core's protocols available to plugins by name
@@ -55,6 +59,10 @@ cdef int add_core_reader(str name, core_reader_t fn) except -1
 
 # The body of view() (exact-type lookup, reader, stream ordering), for compiled callers.
 cdef object view_object(object obj, object stream)
+
+# The from_* classmethods' fast path: the view the type's registered reader makes when the plugin
+# declared it equivalent to `protocol` (a _view.Protocol), or None (the protocol path decides).
+cdef object view_if_equivalent(object obj, object stream, int protocol)
 
 # The launch path's read: fill `rec` (initialised by the caller) from `obj` and return what
 # keeps the memory alive.  `stream` is canonical (None, or an int handle from canonical_stream).

@@ -9,6 +9,7 @@
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.object cimport Py_TYPE, PyObject
+from cpython.ref cimport Py_REFCNT
 from cpython.pycapsule cimport (
     PyCapsule_CheckExact,
     PyCapsule_GetName,
@@ -43,11 +44,16 @@ from ..core._record cimport (
 )
 from ..cuda._streams cimport canonical_stream
 from ..core._view cimport (
+    PROTOCOL_ARRAY_INTERFACE,
+    PROTOCOL_BUFFER,
+    PROTOCOL_CAI,
     PROTOCOL_DLPACK,
     PROTOCOL_NONE,
     PROTOCOL_SELF,
     StridedMemoryView,
     choose_protocol,
+    install_fast_from,
+    protocol_for_any,
     knows_producer_stream,
     order_view,
     view_by_protocol,
@@ -340,6 +346,14 @@ cdef class ReaderEntry:
     def __init__(self):
         raise TypeError("use interop_core.registry._registry.new_entry(...)")
 
+    @property
+    def equivalent_to(self):
+        """tuple of str: The exchange protocols this reader reads exactly as (``"dlpack"``,
+        ``"cuda_array_interface"``, ``"array_interface"``, ``"buffer_protocol"``): the
+        ``StridedMemoryView.from_*`` classmethods of those protocols use it."""
+        return tuple(name for protocol, name in _EQUIVALENCE_NAMES.items()
+                     if self.equivalent & (1 << protocol))
+
     def __repr__(self):
         names = {READER_CORE: "core", READER_PYTHON: "python", READER_CAPSULE: "capsule",
                  READER_GENERIC: "generic", READER_SELF: "self"}
@@ -348,7 +362,7 @@ cdef class ReaderEntry:
 
 
 def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
-              fallback=None, prepare=None, canaries=None, readonly=False):
+              fallback=None, prepare=None, canaries=None, readonly=False, equivalent_to=()):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
@@ -377,6 +391,13 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``canaries() -> iterable``: objects ``reader`` must read exactly as ``fallback`` does.
     readonly : bool
         The type's objects are immutable: every view of one is read-only.
+    equivalent_to : tuple of str
+        The exchange protocols ``reader`` reads exactly as (``"dlpack"``,
+        ``"cuda_array_interface"``, ``"array_interface"``, ``"buffer_protocol"``): same
+        pointer, layout, dtype, device, read-only flag and stream ordering.  The
+        ``StridedMemoryView.from_*`` classmethod of each then uses ``reader`` (a core reader
+        named after a protocol is equivalent to it without saying so).  The fallbacks inherit
+        it: they read the same type for the same plugin.
 
     Returns
     -------
@@ -385,7 +406,7 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     Raises
     ------
     ValueError
-        For an unknown core reader name or a capsule of the wrong name.
+        For an unknown core reader name or protocol name, or a capsule of the wrong name.
     TypeError
         For anything that is neither a name, a callable nor a capsule.
     """
@@ -429,6 +450,9 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
     if (prepare is not None or canaries is not None) and fallback is None:
         raise ValueError("a reader that is validated (prepare= or canaries=) needs a fallback= "
                          "to use when validation fails")
+    e.equivalent = _equivalence_mask(equivalent_to)
+    if e.kind == READER_CORE:
+        e.equivalent |= _CORE_READER_EQUIVALENCE.get(reader, 0)
     e.reader = reader
     e.plugin = plugin
     e.subclasses = bool(subclasses)
@@ -442,13 +466,14 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
             raise ValueError("fallback= is an empty tuple; give at least one reader")
         # A chain: the first reads what `reader` declines, the rest what it declines in turn.
         fallback = new_entry(fallback[0], plugin, subclasses, producer_stream, type_path,
-                             fallback=fallback[1:] or None, readonly=readonly)
+                             fallback=fallback[1:] or None, readonly=readonly,
+                             equivalent_to=equivalent_to)
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
             # The fallback reads the same type for the same plugin: it inherits its strategy
             # (and, installed when validation fails, must still mark its views read-only).
             fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path,
-                                 readonly=readonly)
+                                 readonly=readonly, equivalent_to=equivalent_to)
         e.fallback = fallback
     return e
 
@@ -458,7 +483,35 @@ cdef ReaderEntry _generic_entry(int protocol):
     e.kind = READER_SELF if protocol == PROTOCOL_SELF else READER_GENERIC
     e.protocol = protocol
     e.reader = _PROTOCOL_NAMES.get(protocol)
+    # The generic entry *is* its protocol's path; a view itself is answered by from_any only
+    # (from_dlpack of a view makes a new view through the view's own DLPack export).
+    e.equivalent = 0 if protocol == PROTOCOL_SELF else 1 << protocol
     return e
+
+
+# Protocol -> its name in equivalent_to= (the names of the core readers of the same protocols).
+_EQUIVALENCE_NAMES = {PROTOCOL_DLPACK: "dlpack", PROTOCOL_CAI: "cuda_array_interface",
+                      PROTOCOL_ARRAY_INTERFACE: "array_interface",
+                      PROTOCOL_BUFFER: "buffer_protocol"}
+_EQUIVALENCE_BY_NAME = {name: protocol for protocol, name in _EQUIVALENCE_NAMES.items()}
+# Core readers are their protocol's own reader.
+_CORE_READER_EQUIVALENCE = {
+    "dlpack": 1 << PROTOCOL_DLPACK, "dlpack_c_exchange_api": 1 << PROTOCOL_DLPACK,
+    "dunder_dlpack": 1 << PROTOCOL_DLPACK, "cuda_array_interface": 1 << PROTOCOL_CAI,
+    "array_interface": 1 << PROTOCOL_ARRAY_INTERFACE, "buffer_protocol": 1 << PROTOCOL_BUFFER}
+
+
+cdef int _equivalence_mask(object names) except -1:
+    cdef int mask = 0
+    if isinstance(names, str):
+        names = (names,)
+    for name in names:
+        protocol = _EQUIVALENCE_BY_NAME.get(name)
+        if protocol is None:
+            raise ValueError(f"equivalent_to: unknown protocol {name!r}; expected some of "
+                             f"{sorted(_EQUIVALENCE_BY_NAME)}")
+        mask |= 1 << <int> protocol
+    return mask
 
 
 _PROTOCOL_NAMES = {2: "dlpack", 3: "cuda_array_interface", 4: "array_interface",
@@ -952,35 +1005,18 @@ cdef extern from *:
 
 
 cdef object _view_miss(object obj, object stream):
-    cdef type t = type(obj)
-    cdef PyObject* found
-    cdef ReaderEntry entry
-    # (a) plugins: load entry points once, resolve the declarations of t's package, retry.
-    if _miss_handler is None:
-        from interop_core import plugins  # noqa: F401  (installs the handler on import)
-    if _miss_handler is not None and _miss_handler(t):
-        found = _lookup(<PyObject*> t)
-        if found != NULL:
-            return _read(<ReaderEntry> found, obj, stream)
-    # (b) a registered base class whose plugin accepts subclasses.
-    for base in t.__mro__[1:]:
-        found = _lookup(<PyObject*> base)
-        if found != NULL:
-            entry = <ReaderEntry> found
-            if entry.subclasses and entry.kind != READER_GENERIC and entry.kind != READER_SELF:
-                _cache(t, entry)
-                return _read(entry, obj, stream)
-    # (c) the generic protocols, decided once per type.
-    cdef int protocol = choose_protocol(obj)
-    if protocol == PROTOCOL_NONE:
+    # Plugins (entry points loaded once, declarations of t's package resolved), a registered
+    # base class whose plugin accepts subclasses, or the generic protocol decided once per type.
+    cdef PyObject* found = _entry_after_miss(obj)
+    cdef type t
+    if found == NULL:
+        t = type(obj)
         raise TypeError(
             f"cannot view an object of type {t.__module__}.{t.__qualname__}: no plugin "
             f"registers it or a base class of it, and it has none of "
             "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
             "__array_interface__ or the buffer protocol")
-    entry = _generic_entry(protocol)
-    _cache(t, entry)
-    return view_by_protocol(protocol, obj, stream)
+    return _read(<ReaderEntry> found, obj, stream)
 
 
 def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
@@ -1025,6 +1061,89 @@ cdef object view_object(object obj, object stream):
     if found != NULL:
         return _read(<ReaderEntry> found, obj, stream)
     return _view_miss(obj, stream)
+
+
+# How many view_if_equivalent calls are running a plugin's reader now.  A reader that reads
+# through a protocol itself (a fallback calling StridedMemoryView.from_dlpack) must get the
+# protocol, not its own type's fast path again: while it runs, from_* take the protocol path.
+# Read and written with the GIL held; a reader that releases it lets another thread's from_*
+# take the protocol path meanwhile, which is slower, never wrong.
+cdef int _readers_running = 0
+
+
+cdef object view_if_equivalent(object obj, object stream, int protocol):
+    global _readers_running
+    cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
+    cdef ReaderEntry entry
+    if _readers_running:
+        return None
+    if found == NULL:
+        try:
+            found = _entry_after_miss(obj)
+        except Exception:
+            # An object whose interfaces raise when looked at: the protocol path reports it.
+            return None
+        if found == NULL:
+            return None
+    entry = <ReaderEntry> found
+    if protocol == PROTOCOL_NONE:
+        # from_any: the protocol it would choose, remembered for the last type read through
+        # this entry (a cached per-type decision either way).
+        if <PyObject*> entry.any_type != <PyObject*> Py_TYPE(obj):
+            entry.any_protocol = protocol_for_any(obj)
+            entry.any_type = type(obj)
+        protocol = entry.any_protocol
+    if not (entry.equivalent >> protocol) & 1:
+        return None
+    if entry.kind == READER_GENERIC or entry.kind == READER_CORE:
+        return _read(entry, obj, stream)    # the protocol's own reader: its answer stands
+    cdef StridedMemoryView v
+    _readers_running += 1
+    try:
+        v = _read(entry, obj, stream)
+    except BufferError:
+        # A plugin's reader refused an object the protocol may still take (or refuse in its
+        # own words): what the protocol itself gives decides, as without the fast path.
+        return None
+    finally:
+        _readers_running -= 1
+    if v.owner is not obj and Py_REFCNT(v) == 1:
+        # A reader that read an alias of obj (torch's fallback reads a tensor that requires
+        # grad through its detached alias): the protocol's view names obj, and so does this
+        # one, made for this call alone; the alias stays held as the keep-alive.
+        v.owner = obj
+    return v
+
+
+cdef PyObject* _entry_after_miss(object obj) except? NULL:
+    # What view() would have put in the table for type(obj), without reading obj: plugins
+    # first, then a registered base class, then the generic protocol (NULL: none applies).
+    # The table holds the entry afterwards, so this runs once per type.
+    cdef type t = type(obj)
+    cdef PyObject* found
+    cdef ReaderEntry entry
+    if _miss_handler is None:
+        from interop_core import plugins  # noqa: F401  (installs the handler on import)
+    if _miss_handler is not None and _miss_handler(t):
+        found = _lookup(<PyObject*> t)
+        if found != NULL:
+            return found
+    for base in t.__mro__[1:]:
+        found = _lookup(<PyObject*> base)
+        if found != NULL:
+            entry = <ReaderEntry> found
+            if entry.subclasses and entry.kind != READER_GENERIC and entry.kind != READER_SELF:
+                _cache(t, entry)
+                return found
+    cdef int protocol = choose_protocol(obj)
+    if protocol == PROTOCOL_NONE:
+        return NULL
+    entry = _generic_entry(protocol)
+    _cache(t, entry)
+    return <PyObject*> entry
+
+
+install_fast_from(view_if_equivalent)
 
 
 cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch):

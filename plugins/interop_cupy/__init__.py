@@ -114,7 +114,10 @@ def interop_core_register(registry: Any) -> None:
         registry.add_type(path, reader=_reader.fields_reader_capsule(),
                           fallback=(_reader.attributes_reader_capsule(), "cuda_array_interface"),
                           prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=_reader.producer_stream)
+                          producer_stream=_reader.producer_stream,
+                          # cupy's current stream is both the interface's `stream` field and
+                          # what its __dlpack__(stream=) orders the consumer after.
+                          equivalent_to=("cuda_array_interface", "dlpack"))
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=_stream_handle, keep_last="weak")
     from . import _export  # compiled; imports no cupy

@@ -212,9 +212,11 @@ def interop_core_register(registry: Any) -> None:
 
     reader = _reader.reader_capsule()
     for path in ARRAY_TYPES:
+        # The reader's producer stream is the interface's `stream` field (checked by prepare).
         registry.add_type(path, reader=reader, fallback="cuda_array_interface",
                           prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=_reader.producer_stream)
+                          producer_stream=_reader.producer_stream,
+                          equivalent_to=("cuda_array_interface",))
     for path in SIMULATOR_TYPES:
         registry.add_type(path, reader="array_interface")
     for path in STREAM_TYPES:

@@ -141,9 +141,13 @@ def interop_core_register(registry):
     """Declare numpy.ndarray (the compiled struct reader, validated once) and the exporter."""
     from . import _reader  # compiled; imports no numpy
 
+    # The struct reader reads what numpy's DLPack export, __array_interface__ and buffer
+    # protocol describe (dtypes those cannot express are refused, and the protocol then
+    # answers in its own words): from_dlpack / from_array_interface / from_buffer_protocol use it.
     registry.add_type("numpy:ndarray", reader=_reader.reader_capsule(),
                       fallback=_reader.read_with_python_api, prepare=_reader.prepare,
-                      canaries=_reader.canaries)
+                      canaries=_reader.canaries,
+                      equivalent_to=("dlpack", "array_interface", "buffer_protocol"))
     from . import _export  # compiled; imports no numpy
 
     # The compiled exporter itself (interop_core.h): to() hands it the source's description,

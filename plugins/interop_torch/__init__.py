@@ -117,9 +117,11 @@ def interop_core_register(registry):
     ``DTensor`` as a sharded type with its assembler."""
     reader = _reader.reader_capsule()
     for path in _TENSOR_TYPES:
+        # The AOTI reader reads what torch's DLPack export describes, and orders a consumer
+        # stream after torch's current stream as torch's __dlpack__(stream=) does.
         registry.add_type(path, reader=reader, fallback=_reader.read_checked,
                           prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=producer_stream)
+                          producer_stream=producer_stream, equivalent_to=("dlpack",))
     registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
     registry.add_type("torch._subclasses.functional_tensor:FunctionalTensor",
                       reader=refuse_fake_tensor)

@@ -1,0 +1,1197 @@
+# cuda.core's StridedMemoryView, StridedLayout and args_viewable_as_strided_memory, thin over
+# interop-core's compiled core (see interop_core/compat/cuda_core.py for the public module and
+# docs/migrating_from_cuda_core.md for what differs).
+#
+# StridedMemoryView here is a compiled subclass of the core's view that adds no C field: a view
+# the core has just made for a call (through the exact-type table and the plugins' readers,
+# exactly as interop_core.view() makes it) becomes one of these by changing its type in place,
+# which costs a pointer store instead of a second object.  Only cuda.core's conventions live
+# here: `strides` None for C-contiguous memory, `device_id` -1 for host memory, `stream_ptr=`,
+# `exporting_obj`, views without a dtype, cuda.core's error messages.
+#
+# StridedLayout wraps the core's (final) StridedLayout and adds what cuda.core's layout says
+# beyond the layout itself: whether it was made without strides (then `strides` is None), zero
+# strides for layouts that hold no element, and cuda.core's error types and messages.
+
+cimport cython
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
+
+from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLUInt
+from ..core._dtypes cimport dtype_from_object, dtype_to_numpy, record_set_dtype
+from ..core._layout cimport StridedLayout as CoreLayout
+from ..core._layout cimport (
+    extents_is_c_contiguous,
+    extents_merge_mask,
+    extents_offset_bounds,
+    extents_shape_tuple,
+    extents_strides_tuple,
+    extents_volume,
+    layout_from_extents,
+    layout_max_compatible_itemsize,
+    layout_merged,
+    layout_repacked,
+)
+from ..core._record cimport extents_copy, record_copy
+from ..core._view cimport (
+    PROTOCOL_ARRAY_INTERFACE,
+    PROTOCOL_CAI,
+    PROTOCOL_DLPACK,
+    PROTOCOL_NONE,
+    view_through,
+)
+from ..core._view cimport StridedMemoryView as CoreView
+from ..core._view cimport Buffer as CoreBuffer
+from ..cuda._cuda cimport pointer_device
+
+__all__ = ["StridedMemoryView", "StridedLayout"]
+
+
+cdef extern from "Python.h":
+    Py_ssize_t Py_REFCNT(object o)
+    void Py_SET_TYPE(object o, PyTypeObject* t)
+    unsigned long PyType_GetFlags(PyTypeObject* t)
+    unsigned long Py_TPFLAGS_HEAPTYPE
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+# A view of the core whose only reference is the caller's becomes a compat view in place; any
+# other (a view handed in and returned as is) is copied into a new one.
+cdef inline object _compat(CoreView v, Py_ssize_t held):
+    cdef CoreView c
+    if type(v) is StridedMemoryView:
+        return v
+    if type(v) is CoreView and Py_REFCNT(v) == held:
+        Py_SET_TYPE(v, <PyTypeObject*> StridedMemoryView)
+        return v
+    c = StridedMemoryView.__new__(StridedMemoryView)
+    record_copy(&c.rec, &v.rec)
+    c.owner = v.owner
+    c._keepalive = v._keepalive
+    return c
+
+
+cdef inline object _no_order(object stream_ptr):
+    # cuda.core's "no ordering" is -1: the same as None to the core, which then has no stream
+    # argument to resolve at all.
+    if type(stream_ptr) is int and stream_ptr == -1:
+        return None
+    return stream_ptr
+
+
+cdef object _no_protocol(object obj):
+    return BufferError("the input object does not support any data exchange protocol "
+                       f"(type {type(obj).__module__}.{type(obj).__qualname__})")
+
+
+cdef inline PyObject* _new_ref(object value):
+    # A new reference for one of the core view's raw cache slots.
+    Py_INCREF(value)
+    return <PyObject*> value
+
+
+cdef inline bint _untyped(CoreView v) noexcept:
+    # A view made without a dtype keeps None in the dtype cache (see from_buffer).
+    return v._numpy_dtype == <PyObject*> None
+
+
+cdef str _simple_repr(object obj):
+    cdef object cls = obj if isinstance(obj, type) else type(obj)
+    if cls.__module__ in (None, "builtins"):
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+cdef class StridedMemoryView(CoreView):
+    """cuda.core's ``StridedMemoryView``, over interop-core's compiled view.
+
+    A :class:`interop_core.StridedMemoryView` (every property and method of it works) with
+    cuda.core's conventions: ``strides`` is ``None`` for C-contiguous memory, ``device_id`` is
+    ``-1`` for host memory, ``exporting_obj`` is the viewed object, constructors take
+    ``stream_ptr`` (``-1``: no stream ordering), and a view made from a buffer without a dtype
+    has ``dtype`` ``None``.  Build views with :meth:`from_dlpack`,
+    :meth:`from_cuda_array_interface`, :meth:`from_array_interface`,
+    :meth:`from_any_interface` or :meth:`from_buffer`; each reads through interop-core's plugins
+    as :func:`interop_core.view` does.
+
+    Parameters
+    ----------
+    obj : object, optional
+        Deprecated, as in cuda.core: an object supporting DLPack or the CUDA Array Interface;
+        use :meth:`from_any_interface`.
+    stream_ptr : int, optional
+        The consumer stream (a ``CUstream`` address); ``-1`` or ``None``: no ordering.
+    """
+
+    def __init__(self, obj=None, stream_ptr=None):
+        import warnings
+
+        cdef CoreView v
+        if obj is None:
+            warnings.warn(
+                "Constructing an empty StridedMemoryView is deprecated; use one of the "
+                "static methods from_dlpack, from_cuda_array_interface or from_any_interface",
+                DeprecationWarning, stacklevel=2)
+            return
+        warnings.warn(
+            "Constructing a StridedMemoryView directly from an object is deprecated; use "
+            "StridedMemoryView.from_dlpack or StridedMemoryView.from_any_interface instead",
+            DeprecationWarning, stacklevel=2)
+        v = StridedMemoryView.from_any_interface(obj, stream_ptr)
+        record_copy(&self.rec, &v.rec)
+        self.owner = v.owner
+        self._keepalive = v._keepalive
+
+    # --- construction --------------------------------------------------------------------------
+
+    @staticmethod
+    def from_dlpack(obj, stream_ptr=None):
+        """View an object through DLPack (its type's C exchange API, else ``__dlpack__``).
+
+        Parameters
+        ----------
+        obj : object
+            An object implementing DLPack.
+        stream_ptr : int, optional
+            The consumer stream; ``-1`` or ``None``: no ordering.  Otherwise the producer
+            orders its pending work before it.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef CoreView v = view_through(PROTOCOL_DLPACK, obj, _no_order(stream_ptr))
+        return _compat(v, 1)
+
+    @staticmethod
+    def from_cuda_array_interface(obj, stream_ptr=None):
+        """View an object through ``__cuda_array_interface__``.
+
+        Parameters
+        ----------
+        obj : object
+            An object implementing the CUDA Array Interface.
+        stream_ptr : int, optional
+            The consumer stream; it waits for the interface's ``stream`` unless ``-1`` or
+            ``None``.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef CoreView v
+        try:
+            v = view_through(PROTOCOL_CAI, obj, _no_order(stream_ptr))
+        except ValueError:
+            return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
+        return _compat(v, 1)
+
+    @staticmethod
+    def from_array_interface(obj):
+        """View host memory through ``__array_interface__``.
+
+        Parameters
+        ----------
+        obj : object
+            An object implementing the NumPy array interface (e.g. a numpy array).
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef CoreView v
+        try:
+            v = view_through(PROTOCOL_ARRAY_INTERFACE, obj, None)
+        except ValueError:
+            return _void_view(obj, obj.__array_interface__, False, None)
+        return _compat(v, 1)
+
+    @staticmethod
+    def from_any_interface(obj, stream_ptr=None):
+        """View an object through the best protocol it offers.
+
+        DLPack first, then the CUDA Array Interface, then (beyond cuda.core) the array
+        interface and the buffer protocol; types a plugin reads are read by it.
+
+        Parameters
+        ----------
+        obj : object
+        stream_ptr : int, optional
+            The consumer stream; ``-1`` or ``None``: no ordering.
+
+        Returns
+        -------
+        StridedMemoryView
+
+        Raises
+        ------
+        BufferError
+            If ``obj`` offers no protocol.
+        """
+        cdef CoreView v
+        try:
+            v = view_through(PROTOCOL_NONE, obj, _no_order(stream_ptr))
+        except TypeError:
+            if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
+                raise _no_protocol(obj) from None
+            raise
+        return _compat(v, 1)
+
+    @staticmethod
+    def from_buffer(buffer, shape, strides=None, *, itemsize=None, dtype=None,
+                    bint is_readonly=False):
+        """A view of ``buffer`` with the given shape, strides and element type.
+
+        Parameters
+        ----------
+        buffer : cuda.core.Buffer or interop_core.Buffer
+            The memory (any object with ``handle`` and ``size`` attributes).  It is the view's
+            ``exporting_obj`` and is kept alive by it.
+        shape : tuple of int
+        strides : tuple of int, optional
+            In elements; ``None`` means C-contiguous.
+        itemsize : int, optional
+            Bytes per element, when no ``dtype`` is given (the view's ``dtype`` is then None).
+        dtype : numpy.dtype, optional
+        is_readonly : bool, optional
+
+        Returns
+        -------
+        StridedMemoryView
+
+        Raises
+        ------
+        ValueError
+            Neither ``itemsize`` nor ``dtype`` given, or both and they disagree; a buffer of
+            known size too small for the layout, or a layout reaching below its start.
+        """
+        cdef _LaidOutView v
+        cdef StridedLayout layout
+        cdef DLDataType dt
+        cdef int32_t device_type = kDLCPU, device_id = 0
+        if itemsize is None and dtype is None:
+            raise ValueError("Either itemsize or dtype must be specified")
+        if dtype is not None:
+            import numpy
+
+            dtype = numpy.dtype(dtype)
+            if itemsize is not None and itemsize != dtype.itemsize:
+                raise ValueError(
+                    f"itemsize ({itemsize}) does not match dtype.itemsize ({dtype.itemsize})")
+            itemsize = dtype.itemsize
+        layout = StridedLayout(shape, strides, itemsize)
+        if isinstance(buffer, CoreBuffer):
+            ptr = (<CoreBuffer> buffer).ptr
+            size = (<CoreBuffer> buffer).size
+            device_type = (<CoreBuffer> buffer).device_type
+            device_id = (<CoreBuffer> buffer).device_id
+            checked = True
+        else:
+            ptr = int(buffer.handle)
+            size = buffer.size
+            pointer_device(<uintptr_t> ptr, &device_type, &device_id)
+            # As cuda.core: external memory (no memory resource) may lie around its handle.
+            checked = getattr(buffer, "memory_resource", None) is not None
+        if checked:
+            required = layout.required_size_in_bytes()
+            if size < required:
+                raise ValueError(f"Buffer size is too small for the layout. Expected at least "
+                                 f"{required} bytes, got {size} bytes.")
+        v = _LaidOutView.__new__(_LaidOutView)
+        extents_copy(&v.rec.ext, &layout._base.ext)
+        if dtype is not None:
+            dtype_from_object(dtype, &dt)
+            record_set_dtype(&v.rec, dt, True)
+        else:
+            _set_untyped(v, itemsize)
+        v.rec.ptr = <uintptr_t> ptr
+        v.rec.device_type = device_type
+        v.rec.device_id = device_id
+        v.rec.readonly = is_readonly
+        v.owner = buffer
+        v._keepalive = buffer
+        v._given_layout = layout
+        v._base_ptr = <uintptr_t> ptr
+        v._buffer_size = size if checked else None
+        return v
+
+    # --- cuda.core's conventions ---------------------------------------------------------------
+
+    @property
+    def strides(self):
+        """tuple of int or None: Strides in elements; ``None`` for C-contiguous memory."""
+        if extents_is_c_contiguous(&self.rec.ext):
+            return None
+        if self._strides == NULL:       # the core's cache (see core/_view.pxd)
+            self._strides = _new_ref(extents_strides_tuple(&self.rec.ext, 1))
+        return <object> self._strides
+
+    @property
+    def device_id(self):
+        """int: The CUDA device ordinal; ``-1`` for host memory."""
+        return -1 if self.rec.device_type == kDLCPU else self.rec.device_id
+
+    @property
+    def exporting_obj(self):
+        """object: The object this view was made from (a Buffer for :meth:`from_buffer`)."""
+        return self.owner
+
+    @property
+    def dtype(self):
+        """numpy.dtype or None: The element type; ``None`` for a view made without one."""
+        if self._numpy_dtype == NULL:   # the core's cache; None for a view without a dtype
+            self._numpy_dtype = _new_ref(dtype_to_numpy(self.rec.dtype))
+        return <object> self._numpy_dtype
+
+    @property
+    def _layout(self):
+        """StridedLayout: Shape, strides and itemsize (strides ``None`` when C-contiguous)."""
+        return _layout_of_record(self)
+
+    @property
+    def layout(self):
+        """StridedLayout: The same as :attr:`_layout`."""
+        return _layout_of_record(self)
+
+    def view(self, layout=None, dtype=None):
+        """A view of the same memory with another layout and/or dtype.
+
+        Parameters
+        ----------
+        layout : StridedLayout, optional
+            Its ``slice_offset`` counts from this view's element 0 (from the buffer's start for
+            a view made by :meth:`from_buffer`, as in cuda.core).  It must stay inside the
+            buffer, or, for memory of another producer, inside the memory this view spans.
+            Default: this view's layout.  The new view's ``_layout`` is this object.
+        dtype : numpy.dtype, optional
+            Its itemsize must be the layout's.  Default: this view's dtype.
+
+        Returns
+        -------
+        StridedMemoryView
+            ``self`` when neither is given.
+        """
+        if layout is None and dtype is None:
+            return self
+        return _laid_out(self, self._layout if layout is None else layout,
+                         self.dtype if dtype is None else dtype)
+
+    def copy_from(self, other, stream, allocator=None, blocking=None):
+        """Copy ``other``'s elements into this view, on ``stream``.
+
+        Parameters
+        ----------
+        other : StridedMemoryView or object
+        stream : stream object or int
+        allocator : None
+            Not supported (temporaries come from interop-core's own allocations).
+        blocking : bool, optional
+            True: the host waits for the copy.  None or False: as interop-core's
+            ``copy_from`` (device-to-device copies do not block; host memory may).
+        """
+        _check_allocator(allocator)
+        CoreView.copy_from(self, other, stream)
+        _maybe_block(stream, blocking)
+
+    def copy_to(self, other, stream=None, allocator=None, blocking=None):
+        """Copy this view's elements into ``other`` (see :meth:`copy_from`)."""
+        _check_allocator(allocator)
+        CoreView.copy_to(self, other, stream)
+        _maybe_block(stream, blocking)
+
+    def as_tensor_map(self, *args, **kwargs):
+        """Not supported: make tensor maps with cuda.core itself."""
+        raise NotImplementedError(
+            "as_tensor_map is not supported by interop_core.compat.cuda_core; hand the view to "
+            "cuda.core (interop_core.to(view, 'cuda.core')) and call it there")
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a DLPack capsule (see :meth:`interop_core.StridedMemoryView.__dlpack__`)."""
+        if _untyped(self):
+            raise BufferError("Cannot export StridedMemoryView via DLPack without dtype "
+                              "information; create the view with dtype specified.")
+        return CoreView.__dlpack__(self, stream=stream, max_version=max_version,
+                                   dl_device=dl_device, copy=copy)
+
+    __c_dlpack_exchange_api__ = CoreView.__dlpack_c_exchange_api__
+
+    def __repr__(self):
+        return (f"StridedMemoryView(ptr={self.rec.ptr},\n"
+                f"                  shape={self.shape},\n"
+                f"                  strides={self.strides},\n"
+                f"                  itemsize={self.rec.itemsize},\n"
+                f"                  dtype={_simple_repr(self.dtype)},\n"
+                f"                  device_id={self.device_id},\n"
+                f"                  is_device_accessible={self.is_device_accessible},\n"
+                f"                  readonly={self.readonly},\n"
+                f"                  exporting_obj={_simple_repr(self.owner)})")
+
+
+cdef tuple _untyped_triple(int64_t itemsize):
+    # No element type: unsigned integers of the itemsize (a vector of bytes for other sizes),
+    # what exports and copies move.
+    if itemsize in (1, 2, 4, 8):
+        return (<int> kDLUInt, <int> (8 * itemsize), 1)
+    return (<int> kDLUInt, 8, <int> itemsize)
+
+
+cdef object _void_view(object obj, object interface, bint device, object stream):
+    # Opaque and structured elements ('|V12'), which the core's interface readers refuse (no
+    # DLPack type names them): cuda.core views them with numpy's void dtype of the typestr.
+    # Anything else the reader refused is re-raised.
+    cdef StridedMemoryView v
+    cdef DLDataType dt
+    cdef int32_t device_type = kDLCPU, device_id = 0
+    import numpy
+
+    typestr = interface.get("typestr") if type(interface) is dict else None
+    if not (isinstance(typestr, str) and len(typestr) > 2 and typestr[1] == "V"):
+        raise
+    itemsize = int(typestr[2:])
+    ptr, readonly = interface["data"]
+    shape = tuple(interface["shape"])
+    strides = interface.get("strides")
+    if strides is not None:
+        if any(st % itemsize for st in strides):
+            raise BufferError(f"strides {tuple(strides)} (bytes) are not multiples of the "
+                              f"itemsize {itemsize} of {typestr!r}")
+        strides = tuple(st // itemsize for st in strides)
+    layout = CoreLayout(shape, strides, itemsize)
+    if device:
+        device_type = 2
+        pointer_device(<uintptr_t> ptr, &device_type, &device_id)
+    v = StridedMemoryView.__new__(StridedMemoryView)
+    extents_copy(&v.rec.ext, &layout.ext)
+    dtype_from_object(_untyped_triple(itemsize), &dt)
+    record_set_dtype(&v.rec, dt, True)
+    v.rec.ptr = <uintptr_t> ptr
+    v.rec.device_type = device_type
+    v.rec.device_id = device_id
+    v.rec.readonly = bool(readonly)
+    if device and interface.get("stream") is not None:
+        v.rec.has_producer_stream = True
+        v.rec.producer_stream = interface["stream"]
+    v.owner = obj
+    v._keepalive = obj
+    v._numpy_dtype = _new_ref(numpy.dtype(typestr))
+    if stream is not None and stream != -1:
+        v.sync(stream)
+    return v
+
+
+cdef int _set_untyped(CoreView v, object itemsize) except -1:
+    # The record gets _untyped_triple's type; the dtype cache holds None.
+    cdef DLDataType dt
+    dtype_from_object(_untyped_triple(itemsize), &dt)
+    record_set_dtype(&v.rec, dt, True)
+    if v._numpy_dtype != NULL:
+        raise RuntimeError("a view's dtype cache was filled before the view was complete")
+    Py_INCREF(None)
+    v._numpy_dtype = <PyObject*> None
+    return 0
+
+
+cdef object _check_allocator(object allocator):
+    if allocator is not None:
+        raise NotImplementedError("allocator= is not supported by interop_core.compat.cuda_core")
+    return None
+
+
+cdef object _maybe_block(object stream, object blocking):
+    if blocking and stream is not None:
+        sync = getattr(stream, "sync", None)
+        if sync is None:
+            raise TypeError(f"blocking=True needs a stream object with sync(), got {stream!r}")
+        sync()
+    return None
+
+
+cdef class _LaidOutView(StridedMemoryView):
+    """A view made with a given layout (``from_buffer``, ``view()``): it keeps that layout as
+    its ``_layout``, as cuda.core does, and the address the layout's slice offset counts
+    from."""
+
+    cdef StridedLayout _given_layout   # owned: the layout the view was made with
+    cdef uintptr_t _base_ptr           # where the layout's slice_offset counts from
+    cdef object _buffer_size           # bytes of the Buffer it views, None for other memory
+
+    @property
+    def _layout(self):
+        """StridedLayout: The layout this view was made with."""
+        return self._given_layout
+
+    @property
+    def layout(self):
+        """StridedLayout: The same as :attr:`_layout`."""
+        return self._given_layout
+
+
+cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype):
+    cdef _LaidOutView v
+    cdef DLDataType dt
+    cdef int64_t isz = layout._base.itemsize, lo, hi, new_lo, new_hi
+    cdef uintptr_t base = src.rec.ptr
+    size = None
+    if type(src) is _LaidOutView:
+        base = (<_LaidOutView> src)._base_ptr
+        size = (<_LaidOutView> src)._buffer_size
+    if dtype is not None:
+        import numpy
+
+        dtype = numpy.dtype(dtype)
+        if dtype.itemsize != isz:
+            raise ValueError(f"The dtype's itemsize ({dtype.itemsize}) does not match the "
+                             f"layout's itemsize ({isz}).")
+    if size is not None:
+        required = layout.required_size_in_bytes()
+        if size < required:
+            raise ValueError(f"Buffer size is too small for the layout. Expected at least "
+                             f"{required} bytes, got {size} bytes.")
+    elif extents_volume(&layout._base.ext):
+        # Memory of another producer: the new layout must stay inside what this view spans.
+        extents_offset_bounds(&src.rec.ext, &lo, &hi)
+        extents_offset_bounds(&layout._base.ext, &new_lo, &new_hi)
+        new_lo = (new_lo + layout._base.slice_offset) * isz
+        new_hi = (new_hi + layout._base.slice_offset + 1) * isz
+        if (extents_volume(&src.rec.ext) == 0 or new_lo < lo * src.rec.itemsize
+                or new_hi > (hi + 1) * src.rec.itemsize):
+            raise ValueError(
+                f"the layout reaches bytes [{new_lo}, {new_hi}) relative to element 0, outside "
+                f"the bytes [{lo * src.rec.itemsize}, {(hi + 1) * src.rec.itemsize}) this "
+                "view spans")
+    v = _LaidOutView.__new__(_LaidOutView)
+    extents_copy(&v.rec.ext, &layout._base.ext)
+    if dtype is not None:
+        dtype_from_object(dtype, &dt)
+        record_set_dtype(&v.rec, dt, True)
+    else:
+        _set_untyped(v, isz)
+    v.rec.ptr = <uintptr_t> (<int64_t> base + layout._base.slice_offset * isz)
+    v.rec.device_type = src.rec.device_type
+    v.rec.device_id = src.rec.device_id
+    v.rec.readonly = src.rec.readonly
+    v.rec.has_producer_stream = src.rec.has_producer_stream
+    v.rec.producer_stream = src.rec.producer_stream
+    v.owner = src.owner
+    v._keepalive = src._keepalive
+    v._given_layout = layout
+    v._base_ptr = base
+    v._buffer_size = size
+    return v
+
+
+cdef StridedLayout _layout_of_record(CoreView v):
+    cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
+    out._base = layout_from_extents(&v.rec.ext, v.rec.itemsize, 0)
+    out._implicit = extents_is_c_contiguous(&v.rec.ext) and extents_volume(&v.rec.ext) != 0
+    return out
+
+
+# --- layouts -------------------------------------------------------------------------------------
+
+cdef object _as_shape_tuple(object shape, str what):
+    if not isinstance(shape, tuple):
+        raise TypeError(f"Argument '{what}' has incorrect type (expected tuple, got "
+                        f"{type(shape).__name__})")
+    return shape
+
+
+cdef StridedLayout _wrap(CoreLayout base):
+    # A derived layout: explicit strides, and zero strides when it holds no element (cuda.core).
+    cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
+    cdef int i
+    if base.ext.ndim and extents_volume(&base.ext) == 0:
+        zeros = (0,) * base.ext.ndim
+        base = CoreLayout(extents_shape_tuple(&base.ext), zeros, base.itemsize,
+                          base.slice_offset)
+    out._base = base
+    out._implicit = False
+    return out
+
+
+cdef class StridedLayout:
+    """cuda.core's ``_StridedLayout``, over interop-core's :class:`interop_core.StridedLayout`.
+
+    Shape, strides (in elements) and itemsize of strided memory, immutable, with cuda.core's
+    conventions: a layout made with ``strides=None`` reports ``strides`` ``None`` (C order
+    implied) until a transformation makes them explicit, layouts that hold no element have
+    zero strides, ``stride_order`` breaks ties by extent, ``offset_bounds`` is ``(0, -1)`` when
+    empty, ``required_size_in_bytes()`` is a method, and errors carry cuda.core's messages.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    strides : tuple of int or None
+        In elements (in bytes with ``divide_strides=True``); ``None``: C order.
+    itemsize : int
+    divide_strides : bool, optional
+        Divide ``strides`` by ``itemsize`` (they must be multiples of it).
+    """
+
+    def __init__(self, shape, strides, itemsize, divide_strides=False):
+        cdef int64_t isz = itemsize
+        if isz <= 0:
+            raise ValueError("itemsize must be positive")
+        shape = tuple(shape)
+        for extent in shape:
+            if extent < 0:
+                raise ValueError("Extents must be non-negative")
+        if strides is not None:
+            strides = tuple(strides)
+            if len(strides) != len(shape):
+                raise ValueError(
+                    f"Strides, if provided, must have the same length as shape. Shape has "
+                    f"{len(shape)} dimensions, but strides has {len(strides)} elements.")
+            if divide_strides:
+                if any(s % isz for s in strides):
+                    raise ValueError("strides must be divisible by itemsize")
+                strides = tuple(s // isz for s in strides)
+        self._base = CoreLayout(shape, strides, isz)
+        self._implicit = strides is None
+
+    @classmethod
+    def dense(cls, shape, itemsize, stride_order="C"):
+        """A dense layout: C or F order, or a permutation (last entry: the stride-1 axis).
+
+        Parameters
+        ----------
+        shape : tuple of int
+        itemsize : int
+        stride_order : {"C", "F"} or tuple of int, optional
+
+        Returns
+        -------
+        StridedLayout
+        """
+        for extent in shape:
+            if extent < 0:
+                raise ValueError("Extents must be non-negative")
+        if not isinstance(stride_order, str):
+            _check_permutation(tuple(stride_order), len(shape), "The stride order must be a "
+                               "permutation.")
+        return _wrap(CoreLayout.dense(shape, itemsize, stride_order))
+
+    @classmethod
+    def dense_like(cls, StridedLayout other not None, stride_order="K"):
+        """A dense layout with ``other``'s shape and itemsize.
+
+        Parameters
+        ----------
+        other : StridedLayout
+        stride_order : {"K", "C", "F"} or tuple of int, optional
+            ``"K"`` keeps ``other``'s stride order.
+
+        Returns
+        -------
+        StridedLayout
+        """
+        return _wrap(CoreLayout.dense_like(other._base, _order_arg(stride_order)))
+
+    # --- what the layout says ------------------------------------------------------------------
+
+    @property
+    def itemsize(self):
+        """int: Bytes per element."""
+        return self._base.itemsize
+
+    @property
+    def slice_offset(self):
+        """int: Elements from the base pointer to element 0 (accumulated by slicing)."""
+        return self._base.slice_offset
+
+    @property
+    def slice_offset_in_bytes(self):
+        """int: ``slice_offset * itemsize``."""
+        return self._base.slice_offset * self._base.itemsize
+
+    @property
+    def ndim(self):
+        """int: Number of dimensions."""
+        return self._base.ext.ndim
+
+    @property
+    def shape(self):
+        """tuple of int: Extent of each dimension."""
+        return extents_shape_tuple(&self._base.ext)
+
+    @property
+    def strides(self):
+        """tuple of int or None: Strides in elements; ``None`` for a layout made without them."""
+        if self._implicit:
+            return None
+        return extents_strides_tuple(&self._base.ext, 1)
+
+    @property
+    def strides_in_bytes(self):
+        """tuple of int or None: Strides in bytes; ``None`` for a layout made without them."""
+        if self._implicit:
+            return None
+        return extents_strides_tuple(&self._base.ext, self._base.itemsize)
+
+    @property
+    def stride_order(self):
+        """tuple of int: Axes from the largest to the smallest stride (ties: larger extent
+        first, then lower axis)."""
+        return self._base.stride_order
+
+    @property
+    def volume(self):
+        """int: Number of elements."""
+        return extents_volume(&self._base.ext)
+
+    @property
+    def is_unique(self):
+        """bool: Every element has its own memory offset."""
+        return self._base.is_unique
+
+    @property
+    def is_contiguous_c(self):
+        """bool: Contiguous in C order."""
+        return self._base.is_contiguous_c
+
+    @property
+    def is_contiguous_f(self):
+        """bool: Contiguous in F order."""
+        return self._base.is_contiguous_f
+
+    @property
+    def is_contiguous_any(self):
+        """bool: Contiguous in some axis order."""
+        return self._base.is_contiguous_any
+
+    @property
+    def is_dense(self):
+        """bool: Contiguous in some order, with no slice offset."""
+        return self._base.is_dense
+
+    @property
+    def offset_bounds(self):
+        """tuple of int: ``(min_offset, max_offset)`` in elements; ``(0, -1)`` when empty."""
+        if extents_volume(&self._base.ext) == 0:
+            return (0, -1)
+        return (self._base.min_offset, self._base.max_offset)
+
+    @property
+    def min_offset(self):
+        """int: See :attr:`offset_bounds`."""
+        return self.offset_bounds[0]
+
+    @property
+    def max_offset(self):
+        """int: See :attr:`offset_bounds`."""
+        return self.offset_bounds[1]
+
+    def required_size_in_bytes(self):
+        """Bytes a buffer needs so that every element of this layout lies inside it.
+
+        Returns
+        -------
+        int
+            ``(max_offset + 1) * itemsize``.
+
+        Raises
+        ------
+        ValueError
+            If some element lies below the base pointer (``min_offset < 0``).
+        """
+        lo, hi = self.offset_bounds
+        if lo < 0:
+            raise ValueError(
+                "Allocation size for a layout that maps elements to negative memory offsets is "
+                f"ambiguous. The layout's min_offset is {lo}.")
+        return (hi + 1) * self._base.itemsize
+
+    def flattened_axis_mask(self):
+        """A mask of the axes :meth:`flattened` would merge into the axis before them.
+
+        Returns
+        -------
+        int
+            Bit ``i`` set: axis ``i`` merges into axis ``i - 1``.  Masks of layouts with the
+            same ``ndim`` combine with ``&``.
+        """
+        return _merge_mask(self._base)
+
+    # --- derived layouts ----------------------------------------------------------------------
+
+    def to_dense(self, stride_order="K"):
+        """A dense layout with this shape and itemsize (``self`` when already so).
+
+        Parameters
+        ----------
+        stride_order : {"K", "C", "F"} or tuple of int, optional
+
+        Returns
+        -------
+        StridedLayout
+        """
+        order = _order_arg(stride_order)
+        if self._base.slice_offset == 0 and isinstance(order, str) and (
+                (order == "K" and self._base.is_contiguous_any)
+                or (order == "C" and self._base.is_contiguous_c)
+                or (order == "F" and self._base.is_contiguous_f)):
+            return self
+        return _wrap(self._base.to_dense(order))
+
+    def reshaped(self, shape):
+        """The same elements, in C order, with another shape (no copy).
+
+        Parameters
+        ----------
+        shape : tuple of int
+            One extent may be -1 (inferred).
+
+        Returns
+        -------
+        StridedLayout
+
+        Raises
+        ------
+        ValueError
+            If the volumes differ or the strides cannot express the new shape.
+        """
+        cdef CoreLayout reshaped
+        _as_shape_tuple(shape, "shape")
+        try:
+            reshaped = self._base.reshaped(shape)
+            # The same shape: the same strides (those of extents of 1 included), as numpy.
+            return _wrap(self._base if reshaped == self._base or
+                         reshaped.shape == self._base.shape else reshaped)
+        except ValueError:
+            _reshape_error(extents_volume(&self._base.ext), shape)
+            raise
+
+    def permuted(self, axis_order):
+        """The layout with its axes reordered (numpy ``transpose``).
+
+        Parameters
+        ----------
+        axis_order : tuple of int
+
+        Returns
+        -------
+        StridedLayout
+        """
+        try:
+            return _wrap(self._base.permuted(axis_order))
+        except ValueError:
+            _check_permutation(tuple(axis_order), self._base.ext.ndim,
+                               "Invalid permutation:")
+            raise
+
+    def flattened(self, start_axis=0, end_axis=-1, mask=None):
+        """Every run of adjacent axes that can be merged (within the range, or the mask),
+        merged.
+
+        Parameters
+        ----------
+        start_axis, end_axis : int, optional
+            The inclusive range of axes considered; an empty range changes nothing.
+        mask : int, optional
+            Instead of the range: bit ``i`` lets axis ``i`` merge into axis ``i - 1`` (see
+            :meth:`flattened_axis_mask`).
+
+        Returns
+        -------
+        StridedLayout
+        """
+        cdef int ndim = self._base.ext.ndim
+        if ndim == 0:
+            return _wrap(CoreLayout((1,), (1,), self._base.itemsize, self._base.slice_offset))
+        if mask is None:
+            start = start_axis + ndim if start_axis < 0 else start_axis
+            end = end_axis + ndim if end_axis < 0 else end_axis
+            if start >= end:
+                return _wrap(self._base)
+            one = 1     # a Python int: masks of 64 axes overflow a C shift
+            mask = ((one << (end + 1)) - 1) & ~((one << (start + 1)) - 1)
+        merged = self._base.merged(mask=mask & _merge_mask(self._base))
+        if extents_volume(&(<CoreLayout> merged).ext) == 0 and (<CoreLayout> merged).ext.ndim:
+            return _wrap(CoreLayout((0,), (0,), self._base.itemsize, self._base.slice_offset))
+        return _wrap(merged)
+
+    def squeezed(self):
+        """The layout without axes of extent 1 (``(0,)`` with stride 0 when it is empty).
+
+        Returns
+        -------
+        StridedLayout
+        """
+        if self._base.ext.ndim and extents_volume(&self._base.ext) == 0:
+            return _wrap(CoreLayout((0,), (0,), self._base.itemsize, self._base.slice_offset))
+        return _wrap(self._base.squeezed())
+
+    def unsqueezed(self, axis):
+        """The layout with axes of extent 1 inserted (numpy ``expand_dims``).
+
+        Parameters
+        ----------
+        axis : int or tuple of int
+
+        Returns
+        -------
+        StridedLayout
+        """
+        axes = (axis,) if not isinstance(axis, tuple) else axis
+        if not axes:
+            return self
+        if len(set(axes)) != len(axes):
+            repeated = next(a for a in axes if axes.count(a) > 1)
+            raise ValueError(f"Axis {repeated} appears multiple times.")
+        n = self._base.ext.ndim + len(axes)
+        for a in axes:
+            if not -n <= a < n:
+                raise ValueError(f"Invalid axis: {a} out of range for {n}D tensor")
+        inserted = {a % n for a in axes}
+        shape = extents_shape_tuple(&self._base.ext)
+        strides = extents_strides_tuple(&self._base.ext, 1)
+        new_shape = []
+        k = 0
+        for i in range(n):
+            if i in inserted:
+                new_shape.append(1)
+            else:
+                new_shape.append(shape[k])
+                k += 1
+        return _wrap(CoreLayout(tuple(new_shape),
+                                _expand_dims_strides(tuple(new_shape), inserted, strides),
+                                self._base.itemsize, self._base.slice_offset))
+
+    def broadcast_to(self, shape):
+        """The layout broadcast to ``shape`` (numpy's rules; new extents get stride 0).
+
+        Parameters
+        ----------
+        shape : tuple of int
+
+        Returns
+        -------
+        StridedLayout
+        """
+        shape = tuple(shape)
+        if len(shape) < self._base.ext.ndim:
+            raise ValueError(
+                f"The broadcast shape ndim ({len(shape)}) must be greater than or equal to the "
+                f"input shape ndim ({self._base.ext.ndim}).")
+        try:
+            return _wrap(self._base.broadcast_to(shape))
+        except ValueError:
+            own = self.shape
+            lead = len(shape) - len(own)
+            for i, extent in enumerate(own):
+                if extent != 1 and extent != shape[lead + i]:
+                    raise ValueError(
+                        "Shapes cannot be broadcast together: the original extent must be 1 or "
+                        f"be equal to broadcast extent, got {extent} and {shape[lead + i]} for "
+                        f"axis {i}.") from None
+            raise
+
+    def repacked(self, itemsize, data_ptr=0, axis=-1, keep_dim=True):
+        """The same bytes seen as elements of ``itemsize`` bytes, re-cut along ``axis``.
+
+        Parameters
+        ----------
+        itemsize : int
+        data_ptr : int, optional
+            The address of element 0; it must be aligned to a larger new itemsize.
+        axis : int, optional
+            Its stride must be 1.
+        keep_dim : bool, optional
+            False: drop ``axis`` when its extent becomes 1.
+
+        Returns
+        -------
+        StridedLayout
+        """
+        if itemsize == self._base.itemsize:
+            return self
+        return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
+
+    def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
+        """The largest itemsize, at most ``max_itemsize``, that :meth:`repacked` accepts.
+
+        Returns
+        -------
+        int
+        """
+        return self._base.max_compatible_itemsize(max_itemsize, data_ptr, axis)
+
+    def sliced(self, slices):
+        """The layout of ``array[slices]`` (ints and slices).
+
+        Parameters
+        ----------
+        slices : int, slice or tuple of them
+
+        Returns
+        -------
+        StridedLayout
+        """
+        return _sliced(self, slices)
+
+    def __getitem__(self, slices):
+        """The same as :meth:`sliced`: ``layout[1:, ::2]``."""
+        return _sliced(self, slices)
+
+    # --- comparisons -------------------------------------------------------------------------
+
+    def __eq__(self, other):
+        if not isinstance(other, StridedLayout):
+            return NotImplemented
+        return self._base == (<StridedLayout> other)._base
+
+    def __hash__(self):
+        return hash(self._base)
+
+    def __repr__(self):
+        offset = (f", _slice_offset={self._base.slice_offset}"
+                  if self._base.slice_offset else "")
+        return (f"{type(self).__name__}(shape={self.shape}, strides={self.strides}, "
+                f"itemsize={self._base.itemsize}{offset})")
+
+
+cdef object _merge_mask(CoreLayout base):
+    # cuda.core's rule: axis i merges into axis i - 1 when stride[i - 1] == stride[i] * extent[i]
+    # (the core also merges extents of 1 whatever their strides); every axis when nothing is held.
+    cdef int i
+    if extents_volume(&base.ext) == 0:
+        return base.merge_mask
+    mask = 0
+    for i in range(1, base.ext.ndim):
+        if base.ext.strides[i - 1] == base.ext.strides[i] * base.ext.shape[i]:
+            mask |= (<object> 1) << i
+    return mask
+
+
+cdef tuple _expand_dims_strides(tuple new_shape, set inserted, tuple strides):
+    # cuda.core's rule (numpy's expand_dims for layouts without extents of 1): the dims keep
+    # their strides; a new dim takes the stride times the extent of the next old dim, or, after
+    # the last one, that dim's stride (1 when there is none).
+    cdef list out = [None] * len(new_shape)
+    cdef int i, k = 0
+    old = []
+    for i in range(len(new_shape)):
+        if i not in inserted:
+            out[i] = strides[k]
+            old.append(i)
+            k += 1
+    last = out[old[len(old) - 1]] if old else 1
+    for i in range(len(new_shape) - 1, -1, -1):
+        if i in inserted:
+            out[i] = last
+        else:
+            last = out[i] * new_shape[i]
+    return tuple(out)
+
+
+cdef object _order_arg(object stride_order):
+    if isinstance(stride_order, str):
+        if stride_order not in ("K", "C", "F"):
+            raise ValueError("The stride_order must be 'K', 'C', 'F', or a permutation tuple. "
+                             f"Got: {stride_order}")
+        return stride_order
+    return tuple(stride_order)
+
+
+cdef object _check_permutation(tuple axes, int ndim, str prefix):
+    seen = set()
+    if len(axes) != ndim:
+        raise ValueError(f"Permutation must have the same length as the number of dimensions, "
+                         f"got {len(axes)} for {ndim}D tensor.")
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{prefix} axis {a} out of range for {ndim}D tensor")
+        if a % ndim in seen:
+            raise ValueError(f"{prefix} axis {a} appears multiple times.")
+        seen.add(a % ndim)
+    return None
+
+
+cdef object _reshape_error(int64_t volume, tuple shape):
+    # cuda.core's words for what the core refused (the first that applies).
+    if any(e < -1 for e in shape):
+        raise ValueError("Extents must be non-negative") from None
+    if sum(1 for e in shape if e == -1) > 1:
+        raise ValueError("There can be at most one -1 extent in a shape") from None
+    known = 1
+    for e in shape:
+        if e != -1:
+            known *= e
+    if -1 in shape:
+        if known == 0:
+            raise ValueError("The -1 extent is ambiguous when the specified sub-volume is 0") \
+                from None
+        if volume % known:
+            raise ValueError(f"The original volume {volume} must be divisible by the specified "
+                             f"sub-volume {known}") from None
+        known = volume
+    if known != volume:
+        raise ValueError(f"The original volume {volume} and the new volume {known} must be "
+                         "equal.") from None
+    raise ValueError("Layout strides are incompatible with the new shape") from None
+
+
+cdef StridedLayout _sliced(StridedLayout self, object slices):
+    cdef int ndim = self._base.ext.ndim
+    key = slices if isinstance(slices, tuple) else (slices,)
+    for item in key:
+        if not isinstance(item, (int, slice)) or isinstance(item, bool):
+            raise TypeError(f"Invalid slice: {item}. Expected slice instance or integer.")
+    if len(key) > ndim:
+        raise ValueError(f"The number of slices ({len(key)}) is greater than the number of "
+                         f"dimensions ({ndim}).")
+    try:
+        return _wrap(self._base.sliced(key))
+    except IndexError:
+        for axis, item in enumerate(key):
+            if isinstance(item, int):
+                extent = self._base.ext.shape[axis]
+                if not -extent <= item < extent:
+                    raise ValueError(f"Invalid index: {item} out of range for axis {axis} with "
+                                     f"extent {extent}") from None
+        raise
+
+
+# --- the decorator ----------------------------------------------------------------------------
+
+@cython.final
+cdef class _StridedMemoryViewProxy:
+    """What a decorated function receives for each argument it asked to view."""
+
+    cdef readonly object obj      # the argument as the caller passed it
+    """object: The argument as passed."""
+    cdef readonly bint has_dlpack
+    """bool: Whether the argument offers DLPack (else the CUDA Array Interface)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+            self.has_dlpack = True
+        elif hasattr(obj, "__cuda_array_interface__"):
+            self.has_dlpack = False
+        else:
+            raise _no_protocol(obj)
+
+    cpdef view(self, stream_ptr=None):
+        """The argument's :class:`StridedMemoryView`, ordered on ``stream_ptr``.
+
+        Parameters
+        ----------
+        stream_ptr : int, optional
+            The consumer stream; ``-1`` or ``None``: no ordering.
+
+        Returns
+        -------
+        StridedMemoryView
+        """
+        cdef CoreView v = view_through(PROTOCOL_DLPACK if self.has_dlpack else PROTOCOL_CAI,
+                                       self.obj, _no_order(stream_ptr))
+        return _compat(v, 1)
+
+
+# The in-place retyping above relies on these (checked once, at import).
+if (StridedMemoryView.__basicsize__ != CoreView.__basicsize__
+        or PyType_GetFlags(<PyTypeObject*> StridedMemoryView) & Py_TPFLAGS_HEAPTYPE):
+    raise ImportError("interop_core.compat: the compat view's C layout differs from the core's")

@@ -1,0 +1,263 @@
+"""``StridedMemoryView.from_*`` read through a plugin's reader where the plugin declared it
+equivalent to the protocol (``add_type(..., equivalent_to=...)``), through the protocol otherwise,
+and give exactly what the protocol gives."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from fake_driver import build, compiler, run
+
+import interop_core
+from interop_core import StridedMemoryView
+from interop_core.registry import _registry
+
+CONSTRUCTORS = {"dlpack": StridedMemoryView.from_dlpack,
+                "cuda_array_interface": StridedMemoryView.from_cuda_array_interface,
+                "array_interface": StridedMemoryView.from_array_interface,
+                "buffer_protocol": StridedMemoryView.from_buffer_protocol}
+
+
+def _record(v):
+    # What the memory description means: strides along extents of 1, and the pointer and
+    # strides of an empty array, address nothing (numpy's array interface says None, "C order",
+    # where the array's own strides are other numbers), as the core's reader validation holds.
+    empty = v.size == 0
+    strides = None if empty else tuple(
+        s if n > 1 else None for n, s in zip(v.shape, v.strides, strict=True))
+    return {"ptr": None if empty else v.ptr, "shape": v.shape, "strides": strides,
+            "dtype": v.dlpack_dtype, "device": (v.device_type, v.device_id),
+            "readonly": v.readonly}
+
+
+def _by_protocol(protocol, obj):
+    # The protocol's own reader, run directly (what from_* gave before the fast path).
+    return _registry.read_with(_registry.new_entry(protocol), obj)
+
+
+def _numpy_samples():
+    grid = np.arange(24, dtype=np.float32).reshape(4, 6)
+    frozen = np.arange(6, dtype=np.int16)
+    frozen.flags.writeable = False
+    return {"contiguous": grid, "sliced": grid[1:, ::2], "transposed": grid.T,
+            "reversed": np.arange(10.0)[::-3], "zero_size": np.zeros((0, 3), np.int8),
+            "zero_d": np.array(3.0), "readonly": frozen, "bool": np.ones(5, bool),
+            "complex64": np.ones((2, 2), np.complex64), "float16": np.ones(3, np.float16)}
+
+
+def _torch_samples():
+    torch = pytest.importorskip("torch")
+    grid = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    return {"contiguous": grid, "sliced": grid[1:, ::2], "transposed": grid.T,
+            "zero_size": torch.zeros((0, 3), dtype=torch.int8), "zero_d": torch.tensor(3.0),
+            "bfloat16": torch.ones(3, dtype=torch.bfloat16),
+            "requires_grad": torch.ones(3, requires_grad=True),
+            "parameter": torch.nn.Parameter(torch.ones(2, 2))}
+
+
+FRAMEWORKS = {"numpy": (_numpy_samples, ("dlpack", "array_interface", "buffer_protocol")),
+              "torch": (_torch_samples, ("dlpack",))}
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_first_party_readers_declare_the_protocols_they_reproduce(framework):
+    make, protocols = FRAMEWORKS[framework]
+    for obj in make().values():
+        entry = interop_core.plugins.reader_for(type(obj))
+        assert entry.plugin == framework
+        assert entry.equivalent_to == protocols
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_every_from_constructor_gives_what_its_protocol_gives(framework):
+    make, protocols = FRAMEWORKS[framework]
+    for name, obj in make().items():
+        for protocol in protocols:
+            fast = CONSTRUCTORS[protocol](obj)
+            want = _by_protocol(protocol, obj)
+            assert _record(fast) == _record(want), (framework, name, protocol)
+            assert fast.owner is obj
+        assert _record(StridedMemoryView.from_any(obj)) == _record(_by_protocol("dlpack", obj))
+
+
+def test_numpy_dtypes_no_reader_takes_get_the_protocols_own_answer():
+    # The struct reader refuses a field of a structured array (stride 12, itemsize 8); each
+    # protocol then answers in its own words, as it did without the fast path.
+    field = np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])["b"]
+    for protocol in ("dlpack", "array_interface", "buffer_protocol"):
+        with pytest.raises(BufferError) as fast:
+            CONSTRUCTORS[protocol](field)
+        with pytest.raises(BufferError) as slow:
+            _by_protocol(protocol, field)
+        assert str(fast.value) == str(slow.value)
+
+
+# --- a plugin of the test's own: which reader ran ----------------------------------------------
+
+class Carrier:
+    """A host array offering DLPack and the array interface (through the numpy array it holds)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    @property
+    def __array_interface__(self):
+        return self.array.__array_interface__
+
+
+def _carrier_plugin(registered, reader, **options):
+    registered(lambda r: r.add_type(Carrier, reader=reader, **options), "carrier")
+
+
+def _counting_reader(calls):
+    def read(obj, stream):
+        calls.append(obj)
+        a = obj.array
+        return StridedMemoryView.from_pointer(
+            a.ctypes.data, a.shape, tuple(s // a.itemsize for s in a.strides), dtype=a.dtype.str,
+            readonly=not a.flags.writeable, owner=obj)
+    return read
+
+
+def test_a_reader_declared_equivalent_reads_for_that_protocols_constructor(registered):
+    calls = []
+    _carrier_plugin(registered, _counting_reader(calls), equivalent_to=("dlpack",))
+    c = Carrier(np.arange(6.0).reshape(2, 3)[:, ::2])
+    v = StridedMemoryView.from_dlpack(c)
+    assert calls == [c]
+    assert _record(v) == _record(_by_protocol("dlpack", c)) and v.owner is c
+    StridedMemoryView.from_any(c)           # from_any chooses DLPack for this type
+    assert len(calls) == 2
+
+
+def test_a_protocol_not_declared_is_read_by_the_protocol(registered):
+    calls = []
+    _carrier_plugin(registered, _counting_reader(calls), equivalent_to=("dlpack",))
+    c = Carrier(np.arange(6.0))
+    v = StridedMemoryView.from_array_interface(c)
+    assert calls == []
+    assert _record(v) == _record(_by_protocol("array_interface", c))
+    interop_core.view(c)                     # view() always uses the registered reader
+    assert calls == [c]
+
+
+def test_without_a_declaration_no_from_constructor_uses_the_reader(registered):
+    calls = []
+    _carrier_plugin(registered, _counting_reader(calls))
+    c = Carrier(np.arange(6.0))
+    for v in (StridedMemoryView.from_dlpack(c), StridedMemoryView.from_array_interface(c),
+              StridedMemoryView.from_any(c)):
+        assert v.ptr == c.array.ctypes.data
+    assert calls == []
+
+
+def test_an_object_the_reader_refuses_is_read_by_the_protocol(registered):
+    def refuse(obj, stream):
+        raise BufferError("this reader refuses every Carrier")
+
+    _carrier_plugin(registered, refuse, equivalent_to=("dlpack", "array_interface"))
+    c = Carrier(np.arange(4, dtype=np.int32))
+    assert _record(StridedMemoryView.from_dlpack(c)) == _record(_by_protocol("dlpack", c))
+    assert StridedMemoryView.from_array_interface(c).ptr == c.array.ctypes.data
+    with pytest.raises(BufferError, match="refuses every Carrier"):
+        interop_core.view(c)
+
+
+def test_a_reader_that_reads_through_the_protocol_itself_gets_the_protocol(registered):
+    # A fallback that calls from_dlpack (as torch's and jax's do) must not reach its own type's
+    # fast path again.
+    calls = []
+
+    def through_dlpack(obj, stream):
+        calls.append(obj)
+        return StridedMemoryView.from_dlpack(obj, stream)
+
+    _carrier_plugin(registered, through_dlpack, equivalent_to=("dlpack",))
+    c = Carrier(np.arange(5.0))
+    v = StridedMemoryView.from_dlpack(c)
+    assert calls == [c] and v.ptr == c.array.ctypes.data
+
+
+def test_a_type_declared_immutable_reads_read_only_through_the_fast_path(registered):
+    calls = []
+    _carrier_plugin(registered, _counting_reader(calls), equivalent_to=("dlpack",),
+                    readonly=True)
+    c = Carrier(np.arange(3.0))
+    assert StridedMemoryView.from_dlpack(c).readonly and calls == [c]
+
+
+def test_fallbacks_inherit_the_declaration_and_core_readers_are_their_own_protocol():
+    entry = _registry.new_entry(lambda o, s: None, fallback=("array_interface", "dlpack"),
+                                equivalent_to=("dlpack", "array_interface"))
+    chain = [entry, entry.fallback, entry.fallback.fallback]
+    assert [e.equivalent_to for e in chain] == [("dlpack", "array_interface")] * 3
+    assert _registry.new_entry("buffer_protocol").equivalent_to == ("buffer_protocol",)
+    assert _registry.new_entry("dunder_dlpack").equivalent_to == ("dlpack",)
+    assert _registry.new_entry(lambda o, s: None).equivalent_to == ()
+
+
+@pytest.mark.parametrize("names", [("dlpak",), ("dlpack", 3), "cai"])
+def test_an_unknown_protocol_name_is_refused_naming_it(names):
+    with pytest.raises(ValueError, match="equivalent_to: unknown protocol"):
+        _registry.new_entry(lambda o, s: None, equivalent_to=names)
+
+
+def test_a_plugin_declaring_an_unknown_protocol_fails_to_register_naming_it(registered):
+    with pytest.raises(RuntimeError, match="unknown protocol 'dlpak'"):
+        _carrier_plugin(registered, _counting_reader([]), equivalent_to=("dlpak",))
+
+
+# --- stream semantics, with the fake CUDA driver -----------------------------------------------
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or compiler() is None,
+                    reason="needs Linux and a C compiler to build the fake libcuda")
+def test_the_fast_path_orders_the_consumer_after_the_producer_as_dlpack_does(tmp_path):
+    # A device-memory reader whose plugin reports producer stream 0x5000: from_dlpack(x,
+    # stream=0x6000) through it records an event on 0x5000 and makes 0x6000 wait on it, as a
+    # DLPack producer asked for stream 0x6000 orders itself; without a stream, nothing.
+    folder = build(tmp_path / "driver")
+    calls = run(folder, """
+import numpy as np
+import interop_core
+from interop_core import StridedMemoryView
+
+class OnDevice:
+    def __init__(self):
+        self.a = np.zeros(4, np.float32)
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("the protocol path was taken")
+    def __dlpack_device__(self):
+        return (2, 0)
+
+def read(obj, stream):
+    return StridedMemoryView.from_pointer(obj.a.ctypes.data, (4,), dtype="float32",
+                                          device=(2, 0), owner=obj)
+
+class Plugin:
+    @interop_core.hookimpl
+    def interop_core_register(self, registry):
+        registry.add_type(OnDevice, reader=read, producer_stream=lambda obj: 0x5000,
+                          equivalent_to=("dlpack",))
+
+interop_core.register_plugin(Plugin(), name="ondevice")
+make_current(0)
+x = OnDevice()
+StridedMemoryView.from_dlpack(x, stream=0x6000)
+take_log()
+StridedMemoryView.from_dlpack(x, stream=0x6000)
+ordered = [name for name, arg in take_log() if name in ("cuEventRecord", "cuStreamWaitEvent")]
+StridedMemoryView.from_dlpack(x)
+unordered = [name for name, arg in take_log()]
+report([ordered, unordered])
+""")
+    ordered, unordered = calls
+    assert ordered == ["cuEventRecord", "cuStreamWaitEvent"]
+    assert unordered == []
