@@ -237,11 +237,9 @@ def _compile(k: TritonKernel, key, record, grid, args: tuple, kwargs: dict, devi
     if _state["mode"] == "fallback":
         return _triton_launch._own_marker()
     standin_args, standin_kwargs = _standins(k, record, args, kwargs)
-    compiled = k.fn.run(*standin_args, grid=grid, warmup=True, **standin_kwargs)
+    compiled = _warmup(k, standin_args, standin_kwargs, grid)
     if compiled is None:                        # a jit_cache_hook took over: Triton's way
         return _triton_launch._own_marker()
-    if hasattr(compiled, "result"):             # Triton's async compile mode
-        compiled = compiled.result()
     entry, problem, process_wide = _entry_for(k, compiled, record, device)
     if problem is None:
         return entry
@@ -249,6 +247,21 @@ def _compile(k: TritonKernel, key, record, grid, args: tuple, kwargs: dict, devi
         _fall_back(problem)
     k.reasons[key] = problem
     return _triton_launch._own_marker()
+
+
+def _warmup(k: TritonKernel, args: list, kwargs: dict, grid):
+    """Triton compiles (or finds in its caches) the kernel for these arguments, exactly as
+    ``kernel[grid](...)`` would, without launching it."""
+    compiled = k.fn.run(*args, grid=grid, warmup=True, **kwargs)
+    if compiled is not None and hasattr(compiled, "result"):    # Triton's async compile mode
+        compiled = compiled.result()
+    return compiled
+
+
+def _load_function(compiled, device: int) -> int:
+    """Triton loads the compiled module on the current device; its CUfunction handle."""
+    compiled._init_handles()
+    return compiled.function
 
 
 def _expected_type(record, j: int, flags: int) -> str | None:
@@ -315,16 +328,16 @@ def _entry_for(k: TritonKernel, compiled, record, device: int):
     types, problem, process_wide = layout_of(k, compiled, record)
     if problem is not None:
         return None, problem, process_wide
-    compiled._init_handles()                    # Triton loads the module on the current device
+    function = _load_function(compiled, device)
     md = compiled.metadata
     sizes = _triton_launch._storage_sizes(types) + (8, 8)
-    reported = _module._function_param_sizes(compiled.function, device)
+    reported = _module._function_param_sizes(function, device)
     if reported is not None and reported != sizes:
         return None, (f"the parameter layout of {k.name} ({sizes}) differs from what the driver "
                       f"reports ({reported}); every launch is Triton's own"), True
     layout = tuple(t for t in types if t != "constexpr") + ("global_scratch", "profile_scratch")
     entry = _triton_launch._new_compiled(
-        compiled, compiled.function, device, md.num_warps, md.num_ctas, md.shared,
+        compiled, function, device, md.num_warps, md.num_ctas, md.shared,
         bool(md.launch_cooperative_grid), bool(md.launch_pdl), types, layout,
         md.global_scratch_size, md.global_scratch_align, md.profile_scratch_size,
         md.profile_scratch_align)

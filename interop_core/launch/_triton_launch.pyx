@@ -231,8 +231,8 @@ cdef int64_t _runtime_word(LaunchArgs r, Py_ssize_t i, unsigned char flags) exce
         payload = (<uint64_t> (r.values[i] % 16 == 0)) << 39
     else:
         value = <int64_t> r.values[i]
-        if value == 1 and specialize and not (flags & F_TYPED):
-            cls = INT_ONE
+        if value == 1 and specialize:
+            cls = INT_ONE       # a constexpr (with an annotation: a distinct specialisation)
         elif -2147483648 <= value <= 2147483647:
             cls = INT_I32
         else:
@@ -240,7 +240,7 @@ cdef int64_t _runtime_word(LaunchArgs r, Py_ssize_t i, unsigned char flags) exce
         payload = (<uint64_t> (value % 16 == 0)) << 39
     if not align:
         payload = 0
-    if flags & F_TYPED:
+    if flags & F_TYPED and cls != INT_ONE:
         cls = INT_I32           # the annotation fixes the type: only divisibility remains
     return _word(0x52, K_INT, payload | (<uint64_t> cls << 40))
 
