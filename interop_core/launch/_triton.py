@@ -374,8 +374,11 @@ def _validate_now() -> dict:
         try:
             import torch
 
-            if torch.cuda.is_available():
-                _validate(torch.cuda.current_device())
+            if not torch.cuda.is_available():
+                found = status()
+                found["reason"] += " (no CUDA GPU here to validate on now)"
+                return found
+            _validate(torch.cuda.current_device())
         finally:
             _validating = False
     return status()
