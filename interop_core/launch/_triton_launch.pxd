@@ -5,6 +5,8 @@
 
 from libc.stdint cimport int64_t, intptr_t
 
+from ._launch cimport LaunchArgs
+
 
 cdef class CompiledLaunch:
     cdef readonly object kernel     # Triton's CompiledKernel (strong reference: its module holds
@@ -54,6 +56,8 @@ cdef class TritonKernel:
     cdef frozenset option_names     # launch options Triton takes as keywords (num_warps, ...)
     cdef dict entries               # LaunchKey -> CompiledLaunch, or the fallback marker (owned)
     cdef dict interned              # hashable constexpr / option values -> small ints (owned)
+    cdef object last_mode           # Triton's instrumentation mode last seen, and its id
+    cdef int64_t last_mode_id
     cdef object prepare_hook        # _triton.py: bring Triton's driver up (first call)
     cdef object compile_hook        # _triton.py: compile on a key miss
     cdef object own_launch          # _triton.py: Triton's own launch (conversions to torch)
@@ -75,4 +79,5 @@ cdef class TritonKernel:
     cdef bint _hooks_active(self) except -1
     cdef dict _meta(self, tuple args, dict kwargs)
     cdef int64_t _intern(self, object value) except -1
-    cdef tuple _bind_and_key(self, tuple args, dict kwargs, object stream, bint key_only)
+    cdef LaunchArgs _bind_and_key(self, tuple args, dict kwargs, object stream, bint key_only,
+                                  intptr_t* stream_out, int* device_out)

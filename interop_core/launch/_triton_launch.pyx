@@ -423,14 +423,16 @@ cdef class TritonKernel:
         LaunchKey
             Its policy is ``"triton"``.
         """
-        return self._bind_and_key(args, kwargs, None, True)[0]
+        cdef intptr_t handle
+        cdef int device
+        return self._bind_and_key(args, kwargs, None, True, &handle, &device).key
 
     def __repr__(self):
         return f"<TritonKernel {self.name!r}: {len(self.entries)} specialisations>"
 
     cdef object call(self, object grid, tuple args, dict kwargs, object stream):
-        cdef tuple found
         cdef LaunchArgs r
+        cdef int device
         cdef LaunchKey key
         cdef CompiledLaunch c
         cdef unsigned int g[3]
@@ -448,13 +450,11 @@ cdef class TritonKernel:
             return self.own_launch(self, grid, args, kwargs, stream)
         if self.get_device is None:
             self.prepare_hook(self)             # Triton's driver up: torch's device and stream
-        found = self._bind_and_key(args, kwargs, stream, False)
-        key = <LaunchKey> found[0]
-        r = <LaunchArgs> found[1]
-        handle = found[2]
+        r = self._bind_and_key(args, kwargs, stream, False, &handle, &device)
+        key = <LaunchKey> r.key
         entry = self.entries.get(key)
         if entry is None:
-            entry = self.compile_hook(self, key, r, grid, args, kwargs, found[3])
+            entry = self.compile_hook(self, key, r, grid, args, kwargs, device)
             self.entries[key] = entry
         if entry is _OWN:
             return self.own_launch(self, grid, args, kwargs, stream)
@@ -555,7 +555,8 @@ cdef class TritonKernel:
             self.interned[value] = found
         return <int64_t> found
 
-    cdef tuple _bind_and_key(self, tuple args, dict kwargs, object stream, bint key_only):
+    cdef LaunchArgs _bind_and_key(self, tuple args, dict kwargs, object stream, bint key_only,
+                                  intptr_t* stream_out, int* device_out):
         cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
         cdef Py_ssize_t nparams = self.nparams
         cdef PyObject* stack_vals[STACK_PARAMS]
@@ -683,7 +684,10 @@ cdef class TritonKernel:
                 knobs is not None and bool(knobs.debug))
             mode = (self.compilation_knobs.instrumentation_mode
                     if self.compilation_knobs is not None else "")
-            key._words[1] = _word(0x45, 0, (<uint64_t> self._intern(("mode", mode)) << 20)
+            if mode is not self.last_mode:
+                self.last_mode_id = self._intern(("mode", mode))
+                self.last_mode = mode
+            key._words[1] = _word(0x45, 0, (<uint64_t> self.last_mode_id << 20)
                                   | (<uint64_t> debug << 16) | <uint64_t> (device & 0xFFFF))
             at = 2
             for j in range(self.nruntime):
@@ -733,7 +737,10 @@ cdef class TritonKernel:
                 key._words[at] = _word(0x4F, 0, <uint64_t> options[i])
                 at += 1
             key_finish(key)
-            return key, r, handle, device
+            r.key = key
+            stream_out[0] = handle
+            device_out[0] = device
+            return r
         finally:
             if vals != stack_vals:
                 PyMem_Free(vals)
