@@ -6,9 +6,10 @@
 pointer array:
 
 - on a CUDA GPU: the PTX kernel in ``axpy.ptx`` (written for this project), loaded with
-  ``cuModuleLoadData`` through interop-core's lazy driver binding and launched with
-  ``cuLaunchKernel(kernelParams=record.kernel_params_address)`` on ``record.stream``, after every
-  producer's stream was ordered before it; inputs from torch, cupy, jax and numba;
+  ``interop_core.load_module`` and launched with ``Kernel.launch(grid, block, record)``: one
+  compiled call that checks the record against the kernel's declared signature and device and
+  calls ``cuLaunchKernel`` on ``record.stream``, after every producer's stream was ordered
+  before it; inputs from torch, cupy, jax and numba;
 - on the CPU: the same kernel in C (``axpy.c``), built with the system's C compiler and called
   through ctypes with ``record.address`` (one ``void*`` per argument); inputs from numpy, torch
   and jax.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from interop_core import launch_args
+from interop_core import launch_args, load_module
 from interop_core.cuda import _cuda
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +40,7 @@ KDLCPU, KDLCUDA = 1, 2
 FLOAT32 = (2, 32, 1)
 # out, x, y are tensors; a is stored as a C float, n as int64 (axpy.c / axpy.ptx's signature).
 SCALAR_TYPES = (None, None, None, "float32", "int64")
+AXPY_SIGNATURE = ("pointer", "pointer", "pointer", "float32", "int64")
 
 
 def build_c_kernels(folder: Path) -> ctypes.CDLL | None:
@@ -91,16 +93,14 @@ class AxpyLauncher:
         self.compiled += 1
         device = views[0]
         if device.device_type == KDLCUDA:
-            from interop_core.cuda import _module
-
-            kernel = _module.load_ptx((HERE / "axpy.ptx").read_text(),
-                                      device.device_id).kernel("axpy_f32")
+            kernel = load_module(HERE / "axpy.ptx", device.device_id).kernel("axpy_f32",
+                                                                              AXPY_SIGNATURE)
 
             def run(record, n):
-                # Without a stream the legacy default stream (0) runs it.
-                _module.launch(kernel, max((n + 255) // 256, 1), 256,
-                               record.kernel_params_address,
-                               0 if record.stream is None else record.stream)
+                if record.stream is None:
+                    # Without a stream the legacy default stream (0) runs it.
+                    record = launch_args(record.args, 0, scalar_types=SCALAR_TYPES)
+                kernel.launch(max((n + 255) // 256, 1), 256, record)
 
             return run, limit
         if device.device_type != KDLCPU or self.c_library is None:

@@ -7,6 +7,7 @@ plugins are discovered the first time :func:`view` meets a type it does not know
 from .core._key import LaunchKey
 from .core._layout import StridedLayout
 from .core._view import Buffer, StridedMemoryView
+from .cuda._module import Kernel, Module, load_module
 from .cuda._streams import resolve_consumer_stream
 from .handoff._handoff import to
 from .handoff._limits import ImportLimits
@@ -20,21 +21,26 @@ from .shards import Shard, ShardLayout, Shards, shards  # (binds `shards` to the
 __all__ = [
     "Buffer",
     "ImportLimits",
+    "Kernel",
     "LaunchArgs",
     "LaunchKey",
+    "Module",
     "Shard",
     "ShardLayout",
     "Shards",
     "StridedLayout",
     "StridedMemoryView",
+    "TritonKernel",
     "get_include",
     "hookimpl",
     "launch_args",
+    "load_module",
     "plugin_status",
     "register_plugin",
     "resolve_consumer_stream",
     "shards",
     "to",
+    "triton_kernel",
     "unregister_plugin",
     "view",
     "viewable",
@@ -64,4 +70,9 @@ def __getattr__(name):
         from .hookspecs import hookimpl
 
         return hookimpl
+    # The Triton wrapper's module is only needed by Triton users.
+    if name in ("triton_kernel", "TritonKernel"):
+        from .launch import _triton
+
+        return getattr(_triton, name)
     raise AttributeError(f"module 'interop_core' has no attribute {name!r}")

@@ -260,6 +260,21 @@ def _reader_validations(do_import: bool) -> list[dict]:
              "reason": r.reason, "details": r.details} for r in _validation.results()]
 
 
+def _triton_wrapper(do_import: bool) -> dict:
+    """What interop_core.triton_kernel does here; under ``--import`` it validates itself now
+    (on a GPU: Triton's own launch against the wrapper's, as on a first compile)."""
+    from .launch import _triton
+
+    if not do_import:
+        return _triton.status()
+    try:
+        return _triton._validate_now()
+    except Exception as exc:  # doctor reports a validation that cannot run, and goes on
+        status = _triton.status()
+        status["reason"] = f"validation could not run: {type(exc).__name__}: {exc}"
+        return status
+
+
 def _doctor_report(do_import: bool) -> dict:
     import platform
     from importlib.metadata import PackageNotFoundError, version
@@ -279,6 +294,7 @@ def _doctor_report(do_import: bool) -> dict:
         "cuda": _cuda_info(),
         "plugins": _plugin_summary(),
         "readers": _reader_validations(do_import),
+        "triton_wrapper": _triton_wrapper(do_import),
     }
 
 
@@ -327,6 +343,17 @@ def _print_doctor(report: dict, do_import: bool) -> None:
     if note:
         print(f"  {note}")
     print("  (python -m interop_core plugins for the full table)")
+    triton = report["triton_wrapper"]
+    if not triton["installed"]:
+        state = "not installed"
+    elif triton["mode"] == "fast":
+        state = f"Triton {triton['version']}: validated, launches go through interop-core"
+    elif triton["mode"] == "fallback":
+        state = f"Triton {triton['version']}: FELL BACK to Triton's own launch"
+    else:
+        state = f"Triton {triton['version']}: not validated yet in this process"
+    print(f"\nTriton wrapper  {state}")
+    print(f"  {triton['reason']}")
     print("\nFast readers and sharded paths (validated once per process, on first use)")
     if not report["readers"]:
         print("  none validated yet" + ("" if do_import else " (--import validates them now)"))

@@ -91,10 +91,21 @@ int cuPointerGetAttributes(unsigned int n, int* attributes, void** values, CUdev
 
 int cuDeviceGetCount(int* count) { note("cuDeviceGetCount", 0, 0); *count = DEVICES; return 0; }
 
+/* The launch limits of an sm_90 device (grid, block, threads, opt-in shared memory, clusters,
+ * cooperative launches); every other attribute reads 0. */
 int cuDeviceGetAttribute(int* value, int attribute, int device) {
-    (void) attribute; (void) device;
-    note("cuDeviceGetAttribute", 0, 0);
-    *value = 0;
+    (void) device;
+    note("cuDeviceGetAttribute", attribute, 1);
+    switch (attribute) {
+    case 1: *value = 1024; break;           /* MAX_THREADS_PER_BLOCK */
+    case 2: case 3: *value = 1024; break;   /* MAX_BLOCK_DIM_X, _Y */
+    case 4: *value = 64; break;             /* MAX_BLOCK_DIM_Z */
+    case 5: *value = 2147483647; break;     /* MAX_GRID_DIM_X */
+    case 6: case 7: *value = 65535; break;  /* MAX_GRID_DIM_Y, _Z */
+    case 97: *value = 232448; break;        /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    case 95: case 120: *value = 1; break;   /* COOPERATIVE_LAUNCH, CLUSTER_LAUNCH */
+    default: *value = 0;
+    }
     return 0;
 }
 
@@ -217,4 +228,129 @@ int cuMemFreeHost(void* p) { (void) p; return 0; }
 int cuMemAllocManaged(CUdeviceptr* p, size_t n, unsigned int flags) {
     (void) p; (void) n; (void) flags;
     return 2;
+}
+
+/* --- modules and launches -------------------------------------------------------------- */
+
+/* Every function of every module has the parameter sizes the test set last (fake_set_params);
+ * a count of -1 makes cuFuncGetParamInfo fail as on a driver before CUDA 12.4.  A launch saves
+ * its configuration and each parameter's bytes (as many as its size says) for
+ * fake_last_launch.  An image starting with "bad" fails to load, with a JIT log; a kernel name
+ * starting with "missing" is not found. */
+#define MAX_FAKE_PARAMS 64
+static size_t param_sizes[MAX_FAKE_PARAMS];
+static int param_count = -1;
+static int module_slot;
+static int function_slot;
+static unsigned long long last_config[16];
+static unsigned char last_params[MAX_FAKE_PARAMS * 8];
+static size_t last_params_used = 0;
+
+void fake_set_params(const long long* sizes, int n) {
+    param_count = n;
+    for (int i = 0; i < n && i < MAX_FAKE_PARAMS; ++i)
+        param_sizes[i] = (size_t) sizes[i];
+}
+
+/* config: grid x y z, block x y z, shared memory, stream, number of attributes, then per
+ * attribute (at most 2 reported) its id and first value word; returns the parameter bytes. */
+int fake_last_launch(unsigned long long* config, unsigned char* params, int size) {
+    memcpy(config, last_config, sizeof(last_config));
+    size_t n = last_params_used < (size_t) size ? last_params_used : (size_t) size;
+    memcpy(params, last_params, n);
+    return (int) n;
+}
+
+static void save_params(void** params) {
+    last_params_used = 0;
+    if (params == NULL || param_count < 0)
+        return;
+    for (int i = 0; i < param_count && i < MAX_FAKE_PARAMS; ++i) {
+        memcpy(last_params + last_params_used, params[i], param_sizes[i]);
+        last_params_used += param_sizes[i];
+    }
+}
+
+int cuModuleLoadDataEx(void** module, const void* image, unsigned int n, int* options,
+                       void** values) {
+    const char* text = (const char*) image;
+    note("cuModuleLoadDataEx", memcmp(text, "\x7f" "ELF", 4) == 0, 1);
+    if (strncmp(text, "bad", 3) == 0) {
+        for (unsigned int i = 0; i < n; ++i)
+            if (options[i] == 5)            /* CU_JIT_ERROR_LOG_BUFFER */
+                strcpy((char*) values[i], "ptxas fatal: fake syntax error");
+        return 218;                         /* CUDA_ERROR_INVALID_PTX */
+    }
+    *module = &module_slot;
+    return 0;
+}
+
+int cuModuleGetFunction(void** function, void* module, const char* name) {
+    (void) module;
+    note("cuModuleGetFunction", 0, 0);
+    if (strncmp(name, "missing", 7) == 0)
+        return 500;                         /* CUDA_ERROR_NOT_FOUND */
+    *function = &function_slot;
+    return 0;
+}
+
+int cuModuleUnload(void* module) { (void) module; note("cuModuleUnload", 0, 0); return 0; }
+
+int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
+    (void) f;
+    if (param_count < 0)
+        return 801;                         /* CUDA_ERROR_NOT_SUPPORTED */
+    if ((int) index >= param_count)
+        return 1;                           /* CUDA_ERROR_INVALID_VALUE */
+    *offset = 0;
+    *size = param_sizes[index];
+    return 0;
+}
+
+int cuFuncSetAttribute(void* f, int attribute, int value) {
+    (void) f; (void) attribute;
+    note("cuFuncSetAttribute", value, 1);
+    return 0;
+}
+
+int cuLaunchKernel(void* f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                   unsigned int by, unsigned int bz, unsigned int shared, void* stream,
+                   void** params, void** extra) {
+    (void) f; (void) extra;
+    note("cuLaunchKernel", (long long) stream, 1);
+    unsigned long long c[16] = {gx, gy, gz, bx, by, bz, shared, (unsigned long long) stream, 0};
+    memcpy(last_config, c, sizeof(c));
+    save_params(params);
+    return 0;
+}
+
+typedef struct {
+    int id;
+    char pad[4];
+    unsigned long long value[8];
+} FakeLaunchAttribute;
+
+typedef struct {
+    unsigned int grid[3];
+    unsigned int block[3];
+    unsigned int shared;
+    void* stream;
+    FakeLaunchAttribute* attrs;
+    unsigned int num_attrs;
+} FakeLaunchConfig;
+
+int cuLaunchKernelEx(const FakeLaunchConfig* config, void* f, void** params, void** extra) {
+    (void) f; (void) extra;
+    note("cuLaunchKernelEx", (long long) config->stream, 1);
+    unsigned long long c[16] = {config->grid[0], config->grid[1], config->grid[2],
+                                config->block[0], config->block[1], config->block[2],
+                                config->shared, (unsigned long long) config->stream,
+                                config->num_attrs};
+    for (unsigned int i = 0; i < config->num_attrs && i < 3; ++i) {
+        c[9 + 2 * i] = (unsigned long long) config->attrs[i].id;
+        c[10 + 2 * i] = config->attrs[i].value[0];
+    }
+    memcpy(last_config, c, sizeof(c));
+    save_params(params);
+    return 0;
 }

@@ -194,3 +194,75 @@ def test_views_of_device_memory_come_from_the_record(torch_cuda):
     assert (v.ptr, v.shape, v.device_type, v.owner) == (t.data_ptr(), (3, 4), 2, t)
     assert view(t).key == launch_args([t]).key
     assert list(record.pointers)[0] == t.data_ptr()
+
+
+# -- the public launch: load_module, Module.kernel, Kernel.launch ------------------------------
+
+AXPY_PATH = Path(__file__).resolve().parent.parent / "examples" / "axpy.ptx"
+ADD3_SIGNATURE = ("pointer", "pointer", "pointer", "pointer", "int64")
+
+
+@pytest.fixture(scope="module")
+def public_module(torch_cuda):
+    from interop_core import load_module
+
+    return load_module(AXPY_PATH, torch_cuda.cuda.current_device())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework", ["torch", "cupy", "numba", "jax"])
+def test_the_public_launch_runs_a_ptx_kernel_on_every_frameworks_memory(torch_cuda,
+                                                                       public_module, framework):
+    torch = torch_cuda
+    kernel = public_module.kernel("add3_f32", ADD3_SIGNATURE)
+    hosts = [np.linspace(-1, 1, N, dtype=np.float32) * k for k in (1, 2, 3)]
+    x, y, z = (_device_array(framework, h) for h in hosts)
+    out = torch.zeros(N, device="cuda")
+    stream = torch.cuda.Stream()
+    kernel.launch((N + 255) // 256, 256, launch_args((out, x, y, z, N), stream, writable=(0,)))
+    stream.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), hosts[0] + hosts[1] + hosts[2], rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_the_driver_reports_the_parameter_sizes_and_a_float64_for_a_float_is_refused(
+        torch_cuda, public_module):
+    torch = torch_cuda
+    kernel = public_module.kernel("axpy_f32")
+    if kernel.param_sizes is None:
+        pytest.skip("this driver cannot report parameter sizes (cuFuncGetParamInfo, CUDA 12.4)")
+    assert kernel.param_sizes == (8, 8, 8, 4, 8)
+    x = torch.ones(N, device="cuda")
+    record = launch_args((x, x, x, 2.0, N), torch.cuda.current_stream())
+    with pytest.raises(TypeError, match="stored as float64 \\(8 bytes\\), but the kernel's "
+                                        "parameter 3 takes 4 bytes"):
+        kernel.launch(1, 32, record)
+
+
+@pytest.mark.gpu
+def test_a_cluster_launch_computes_what_a_plain_one_does(torch_cuda, public_module):
+    from interop_core.cuda import _module
+
+    torch = torch_cuda
+    if not _module._device_limits(torch.cuda.current_device())["cluster_launch"]:
+        pytest.skip("this GPU cannot launch thread-block clusters (compute capability < 9.0)")
+    kernel = public_module.kernel("add3_f32", ADD3_SIGNATURE)
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    out = torch.zeros_like(x)
+    blocks = 2 * ((N + 511) // 512)
+    kernel.launch(blocks, 256, launch_args((out, x, x, x, N), torch.cuda.current_stream()),
+                  cluster=2)
+    torch.cuda.synchronize()
+    assert torch.equal(out, 3 * x)
+
+
+@pytest.mark.gpu
+def test_a_grid_beyond_the_devices_limits_is_refused_before_launch(torch_cuda, public_module):
+    torch = torch_cuda
+    kernel = public_module.kernel("add3_f32", ADD3_SIGNATURE)
+    x = torch.zeros(4, device="cuda")
+    record = launch_args((x, x, x, x, 4), torch.cuda.current_stream())
+    with pytest.raises(ValueError, match="grid\\[1\\] must be between 1 and 65535"):
+        kernel.launch((1, 65536), 32, record)
+    with pytest.raises(ValueError, match="has 2048 threads"):
+        kernel.launch(1, (1024, 2), record)

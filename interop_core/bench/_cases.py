@@ -573,9 +573,25 @@ def _loop_with_key(n: int, view: Callable) -> Callable:
     return _generated("launch", n, body, {"_view": view})
 
 
+def _real_helion_key(n: int) -> Callable[[tuple], object] | None:
+    """The real Helion's ``kernel.specialization_key`` for a kernel of ``n`` tensors, or None
+    where helion is not installed."""
+    if not _installed("helion"):
+        return None
+    import helion
+    import torch
+
+    params = ", ".join(f"a{i}: torch.Tensor" for i in range(n))
+    env: dict = {"torch": torch}
+    # our own generated source: a kernel of n tensor parameters (never compiled: only its
+    # specialization key is asked for)
+    exec(f"def kernel({params}) -> torch.Tensor:\n    return a0\n", env)
+    return helion.kernel(env["kernel"]).specialization_key
+
+
 def _helion_key(n: int, with_stream: bool) -> Callable:
-    """Helion's fast key written out: (dtype, size(), stride()) per tensor, data_ptr()s, and
-    torch's current CUDA stream (on CUDA)."""
+    """Helion's fast key re-implemented (where helion is not installed): (dtype, size(),
+    stride()) per tensor, data_ptr()s, and torch's current CUDA stream (on CUDA)."""
     body = ["key = (" + "".join(f"(a{i}.dtype, a{i}.size(), a{i}.stride()), "
                                 for i in range(n)) + ")",
             "ptrs = (" + "".join(f"a{i}.data_ptr(), " for i in range(n)) + ")"]
@@ -631,8 +647,14 @@ def _launch_group(group: str, args: tuple, dev: str, torch_only: bool, stream) -
              bound(_loop_with_key(n, view), *args)),
     ]
     if torch_only:
-        cases.append(Case("launch", group, "Helion's fast key (torch API)",
-                          bound(_helion_key(n, dev == "cuda"), *args)))
+        helion_key = _real_helion_key(n)
+        if helion_key is not None:
+            cases.append(Case("launch", group, "Helion kernel.specialization_key(args)",
+                              bound(helion_key, args)))
+        else:
+            cases.append(Case("launch", group, "Helion's fast key (torch API)",
+                              bound(_helion_key(n, dev == "cuda"), *args),
+                              note="re-implemented here: helion is not installed"))
     smv = _cuda_core_view()
     if smv is not None:
         peer = _launcher(n, by_hand=lambda o: smv.from_dlpack(o, stream_ptr=-1))
@@ -659,10 +681,150 @@ def _accessor_cases(dev: str, obj: object, fw: str) -> list[Case]:
     return cases
 
 
+def _not_applicable(settings: Settings) -> tuple[None, str, dict]:
+    return None, "not applicable (needs a GPU)", {}
+
+
+def _bare_cu_launch_kernel():
+    """libcuda's cuLaunchKernel through ctypes (the floor a launcher is measured against)."""
+    import ctypes
+
+    launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    launch.restype = ctypes.c_int
+    return launch
+
+
+def _checked(status: int) -> None:
+    if status != 0:
+        raise RuntimeError(f"cuLaunchKernel failed: CUDA error {status}")
+
+
+def _triton_group(kernel, nargs: int, cu_launch) -> list[Case]:
+    """One kernel of ``nargs`` runtime arguments (``nargs - 1`` arrays and ``n``)."""
+    import torch
+    import triton
+
+    from .. import launch_args, triton_kernel
+    from ..launch import _triton_launch
+
+    group = f"triton launch ({nargs} args, cuda)"
+    n, block = 64 * 64, 1024
+    grid = (triton.cdiv(n, block),)
+    stream = torch.cuda.current_stream()
+    fast = triton_kernel(kernel)
+    arrays = tuple(samples("cuda", only=("torch",))["torch"] for _ in range(nargs - 1))
+    compiled = kernel[grid](*arrays, n, BLOCK=block)
+    fast[grid](*arrays, n, BLOCK=block)              # compiled once, before timing
+    function = next(iter(_triton_launch._entries(fast).values())).kernel.function
+    threads, shared = 32 * compiled.metadata.num_warps, compiled.metadata.shared
+    # Triton's layout: the arrays, n as int32, the global and profile scratch pointers (NULL).
+    scalar_types = (None,) * len(arrays) + ("int32", None, None)
+    prepared = launch_args(arrays + (n, None, None), stream, scalar_types=scalar_types)
+
+    def theirs():
+        return kernel[grid](*arrays, n, BLOCK=block)
+
+    def bare():
+        _checked(cu_launch(function, grid[0], 1, 1, threads, 1, 1, shared, prepared.stream,
+                           prepared.kernel_params_address, None))
+
+    def with_launch_args():
+        r = launch_args(arrays + (n, None, None), stream, scalar_types=scalar_types)
+        _checked(cu_launch(function, grid[0], 1, 1, threads, 1, 1, shared, r.stream,
+                           r.kernel_params_address, None))
+
+    def timed(fn):
+        return _host_side_runner(fn, torch.cuda.synchronize)
+
+    cases = [Case("launch", group, "Triton kernel[grid](...) (torch)", runner=timed(theirs)),
+             Case("launch", group, "bare cuLaunchKernel (ctypes, arguments prepared once)",
+                  runner=timed(bare)),
+             Case("launch", group, "launch_args + bare cuLaunchKernel (ctypes)",
+                  runner=timed(with_launch_args))]
+    for fw in samples("cuda"):
+        inputs = tuple(samples("cuda", only=(fw,))[fw] for _ in range(nargs - 2))
+        # The output is a torch tensor for every framework (jax arrays are read-only).
+        call_args = ((arrays[0],) + inputs if kernel.__name__ == "add16"
+                     else inputs + (arrays[-1],))
+        cases.append(Case("launch", group, f"interop_core triton_kernel ({fw})", ours=True,
+                          runner=timed(_bound_launch(fast, grid, call_args, n, block))))
+    return cases
+
+
+def _bound_launch(fast, grid, args: tuple, n: int, block: int) -> Callable[[], object]:
+    def launch():
+        return fast[grid](*args, n, BLOCK=block)
+
+    return launch
+
+
+def _triton_launch_cases() -> list[Case]:
+    """Triton's own kernel[grid](...) on torch beside interop_core.triton_kernel on every
+    framework's arrays and a bare ctypes cuLaunchKernel on the same compiled function."""
+    from . import _triton_kernels
+
+    cu_launch = _bare_cu_launch_kernel()
+    return (_triton_group(_triton_kernels.add4, 4, cu_launch)
+            + _triton_group(_triton_kernels.add16, 16, cu_launch))
+
+
+def _public_launch_cases() -> list[Case]:
+    """Kernel.launch of a PTX kernel with 4 torch arguments beside launch_args + a bare ctypes
+    cuLaunchKernel on the same function."""
+    import torch
+
+    from .. import launch_args, load_module
+
+    ptx = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "examples", "axpy.ptx")
+    if not os.path.exists(ptx):
+        return []
+    kernel = load_module(open(ptx).read(), torch.cuda.current_device()).kernel(
+        "add3_f32", ("pointer",) * 4 + ("int64",))
+    cu_launch = _bare_cu_launch_kernel()
+    n = 64 * 64
+    tensors = tuple(samples("cuda", only=("torch",))["torch"] for _ in range(4))
+    stream = torch.cuda.current_stream()
+    blocks = (n + 255) // 256
+
+    def ours():
+        kernel.launch(blocks, 256, launch_args(tensors + (n,), stream))
+
+    def reference(f=kernel.handle):
+        r = launch_args(tensors + (n,), stream)
+        _checked(cu_launch(f, blocks, 1, 1, 256, 1, 1, 0, r.stream, r.kernel_params_address,
+                           None))
+
+    group = "public launch (PTX, 4 torch args, cuda)"
+    return [Case("launch", group, "interop_core Kernel.launch(grid, block, launch_args(...))",
+                 runner=_host_side_runner(ours, torch.cuda.synchronize), ours=True),
+            Case("launch", group, "launch_args + bare cuLaunchKernel (ctypes)",
+                 runner=_host_side_runner(reference, torch.cuda.synchronize))]
+
+
+def _kernel_launch_cases(device: str, quick: bool) -> list[Case]:
+    if "cuda" not in _devices(device):
+        return [Case("launch", "triton launch (4 / 16 args)",
+                     "interop_core triton_kernel beside Triton kernel[grid](...)",
+                     runner=_not_applicable, ours=True),
+                Case("launch", "public launch (PTX, 4 torch args)",
+                     "interop_core Kernel.launch", runner=_not_applicable, ours=True)]
+    cases = []
+    if _installed("torch"):
+        import torch
+
+        if torch.cuda.is_available():
+            cases += _public_launch_cases()
+            if _installed("triton"):
+                cases += _triton_launch_cases()
+    return cases
+
+
 def _section_launch(device: str, quick: bool) -> list[Case]:
     from .. import launch_args
 
-    cases = []
+    cases = _kernel_launch_cases(device, quick)
     for dev in _devices(device):
         objs = samples(dev)
         if "torch" not in objs:

@@ -11,6 +11,7 @@ cdef enum KeyPolicy:
     KEY_STATIC = 1      # per tensor: dtype, shape, strides, device, read-only
     KEY_DYNAMIC = 2     # per tensor: dtype, ndim, device, dims bucketed 0/1/>=2, stride order,
                         # contiguity, 16-byte alignment, byte offsets fit int32
+    KEY_TRITON = 3      # what Triton specialises a kernel on (packed by launch/_triton_launch)
 
 cdef enum:
     KEY_INLINE_WORDS = 24

@@ -39,7 +39,7 @@ cdef enum:
     FLAG_FITS_INT32 = 8
     FLAG_NEGATIVE_STRIDE = 16
 
-_POLICY_NAMES = {KEY_STATIC: "static", KEY_DYNAMIC: "dynamic"}
+_POLICY_NAMES = {KEY_STATIC: "static", KEY_DYNAMIC: "dynamic", KEY_TRITON: "triton"}
 
 
 cdef inline uint64_t _mix(uint64_t h, uint64_t word) noexcept nogil:
@@ -216,7 +216,7 @@ cdef class LaunchKey:
 
     @property
     def policy(self):
-        """str: ``"static"`` or ``"dynamic"``."""
+        """str: ``"static"``, ``"dynamic"`` or ``"triton"`` (the Triton wrapper's keys)."""
         return _POLICY_NAMES.get((<uint64_t> self._words[0] >> 48) & 0xFF)
 
     @property

@@ -49,3 +49,41 @@ cdef int key_policy(object key) except -1
 
 # "module.QualName" of obj's type ("int" for builtins), for messages naming an argument's type.
 cdef str type_name(object obj)
+
+
+# What each argument of a LaunchArgs is (its `kinds` entry).
+cdef enum:
+    ARG_TENSOR = 1
+    ARG_SCALAR = 2
+    ARG_NONE = 3
+
+# The C type a scalar is stored as (its `ctypes` entry; codes also packed into keys), numbered as
+# SCALAR_TYPES is ordered, from 1.
+cdef enum:
+    CT_BOOL = 1
+    CT_INT8 = 2
+    CT_INT16 = 3
+    CT_INT32 = 4
+    CT_INT64 = 5
+    CT_UINT8 = 6
+    CT_UINT16 = 7
+    CT_UINT32 = 8
+    CT_UINT64 = 9
+    CT_FLOAT16 = 10
+    CT_FLOAT32 = 11
+    CT_FLOAT64 = 12
+
+# Bytes a scalar of C type `ctype` (a CT_* code) takes; 0 for anything else.
+cdef inline int ctype_size(int ctype) noexcept nogil:
+    if ctype == CT_BOOL or ctype == CT_INT8 or ctype == CT_UINT8:
+        return 1
+    if ctype == CT_INT16 or ctype == CT_UINT16 or ctype == CT_FLOAT16:
+        return 2
+    if ctype == CT_INT32 or ctype == CT_UINT32 or ctype == CT_FLOAT32:
+        return 4
+    if ctype == CT_INT64 or ctype == CT_UINT64 or ctype == CT_FLOAT64:
+        return 8
+    return 0
+
+# "cuda:0", "cpu:0", "cuda_host:0" ... for messages naming where an argument's memory is.
+cdef str device_label(const ViewRecord* rec)

@@ -73,26 +73,6 @@ cdef extern from *:
     int PyFloat_Pack2(double x, char* p, int le) except -1
     int PyFloat_Pack4(double x, char* p, int le) except -1
 
-cdef enum:
-    ARG_TENSOR = 1
-    ARG_SCALAR = 2
-    ARG_NONE = 3
-
-# The C type a scalar is stored as (codes also packed into keys).
-cdef enum:
-    CT_BOOL = 1
-    CT_INT8 = 2
-    CT_INT16 = 3
-    CT_INT32 = 4
-    CT_INT64 = 5
-    CT_UINT8 = 6
-    CT_UINT16 = 7
-    CT_UINT32 = 8
-    CT_UINT64 = 9
-    CT_FLOAT16 = 10
-    CT_FLOAT32 = 11
-    CT_FLOAT64 = 12
-
 #: The C types a scalar can be stored as (``scalar_types=`` names).
 SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                 "float16", "float32", "float64")
@@ -241,7 +221,7 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
     return 0
 
 
-cdef str _device_name(const ViewRecord* rec):
+cdef str device_label(const ViewRecord* rec):
     names = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed", 10: "rocm"}
     return f"{names.get(rec.device_type, rec.device_type)}:{rec.device_id}"
 
@@ -385,9 +365,9 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                           or rec.device_id != r.recs[first_tensor].device_id):
                         raise ValueError(
                             f"{r._label(i)} ({type_name(obj)}) is on "
-                            f"{_device_name(rec)} but {r._label(first_tensor, False)} "
+                            f"{device_label(rec)} but {r._label(first_tensor, False)} "
                             f"({type_name(r.args[first_tensor])}) is on "
-                            f"{_device_name(&r.recs[first_tensor])}; one device was asked for")
+                            f"{device_label(&r.recs[first_tensor])}; one device was asked for")
                 if policy != KEY_NONE:
                     nwords += key_tensor_words(rec, policy)
             i += 1
