@@ -17,20 +17,24 @@ numba runs under its CUDA simulator (set in the workers only).
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
 import pytest
 from _subprocess_pool import SubprocessPool, TaskError, WorkerDied, WorkerTimeout
+from _targets import (
+    WORKER_ENVIRONMENT,
+    installed_targets,
+    ml_dtypes,
+    numpy_dtype,
+    read_result,
+    zero_result,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import interop_core
-
-try:
-    import ml_dtypes
-except ImportError:   # the two ml_dtypes types are simply not drawn
-    ml_dtypes = None
 
 # Every element size: 1, 2, 4, 8 and 16 bytes, bool and complex included.
 DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "float16", "int32", "uint32", "float32",
@@ -41,34 +45,16 @@ if ml_dtypes is not None:
 # copy may canonicalise): skewed strides are drawn for these only.
 _EXACT_BITS = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
 
-#: Worker environment: numba's exporter targets the CUDA simulator (host memory), not a GPU.
-WORKER_ENVIRONMENT = {"NUMBA_ENABLE_CUDASIM": "1"}
-
-# Words by which an error names the limit it hit, by kind.
-_LAYOUT_WORDS = ("stride", "layout", "compact", "contiguous", "align", "itemsize", "overlap")
-_DTYPE_WORDS = ("dtype", "x64", "element type", "bool", "int", "float", "complex")
-_DEVICE_WORDS = ("device", "host memory", "cuda memory")
+# How an error names the limit it hit, by kind of limit.
+_LAYOUT_LIMIT = re.compile(r"stride|layout|compact|contiguous|align|itemsize|overlap")
+_DTYPE_LIMIT = re.compile(r"dtype|x64|element type|\b(?:u?int|float|complex|bfloat)\d+|\bbool\b")
+_DEVICE_LIMIT = re.compile(r"device|host memory|cuda memory")
 
 PROFILE = settings(max_examples=150, deadline=None, derandomize=False,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def installed_targets():
-    """Every exporter target of a loaded plugin whose framework is installed here."""
-    targets = set()
-    for info in interop_core.plugin_status():
-        if info.status == "loaded":
-            targets.update(info.exporters)
-    return sorted(targets)
-
-
 TARGETS = installed_targets()
-
-
-def numpy_dtype(name):
-    if name in ("bfloat16", "float8_e4m3fn"):
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
 
 
 # --- the sources (built in the worker from a picklable description) ----------------------------
@@ -143,84 +129,6 @@ def build_source(case):
     return source, expected, memory, address
 
 
-# --- what the target gave back: values, pointer, writability (known frameworks, then generic) --
-
-_TORCH_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def _read_torch(result, dtype):
-    import torch
-
-    if str(result.dtype) != f"torch.{dtype.name}":
-        raise AssertionError(f"dtype changed: {dtype.name} became {result.dtype}")
-    if dtype.itemsize in _TORCH_BITS and dtype.kind != "c":
-        values = result.view(getattr(torch, _TORCH_BITS[dtype.itemsize])).numpy().view(dtype)
-    else:
-        values = result.numpy()
-    return values, result.data_ptr(), True
-
-
-def _read_jax(result, dtype):
-    if np.dtype(result.dtype) != dtype:
-        raise AssertionError(f"dtype changed: {dtype.name} became {result.dtype}")
-    pointer = result.unsafe_buffer_pointer() if result.size else None
-    return np.asarray(result), pointer, False
-
-
-def _read_numpy(result, dtype):
-    if not isinstance(result, np.ndarray):
-        raise AssertionError(f"to(..., 'numpy') gave a {type(result).__name__}")
-    if result.dtype != dtype:
-        raise AssertionError(f"dtype changed: {dtype.name} became {result.dtype}")
-    return result, result.__array_interface__["data"][0], result.flags.writeable
-
-
-def _read_numba(result, dtype):
-    if result.dtype != dtype:
-        raise AssertionError(f"dtype changed: {dtype.name} became {result.dtype}")
-    # The simulator's array wraps a numpy array over the memory it was given.
-    return result.copy_to_host(), result.__array_interface__["data"][0], False
-
-
-def _read_bytetensor(result, dtype):
-    if result.dtype != dtype.name:
-        raise AssertionError(f"dtype changed: {dtype.name} became {result.dtype}")
-    return np.array(result.tolist(), dtype).reshape(result.shape), result.data_ptr, False
-
-
-def _read_generic(result, dtype):
-    # A plugin target this file does not know: read the result back through interop-core's
-    # reader for its type (validated separately) and numpy over the same bytes.
-    import ctypes
-
-    v = interop_core.view(result)
-    if v.dtype != dtype:
-        raise AssertionError(f"dtype changed: {dtype.name} became {v.dtype}")
-    if v.size == 0:
-        return np.empty(v.shape, dtype), None, False
-    low = sum(s * (n - 1) for s, n in zip(v.strides_in_bytes, v.shape, strict=True) if s < 0)
-    high = sum(s * (n - 1) for s, n in zip(v.strides_in_bytes, v.shape, strict=True) if s > 0)
-    raw = (ctypes.c_char * (high - low + v.itemsize)).from_address(v.ptr + low)
-    first = np.frombuffer(raw, np.uint8, v.itemsize, offset=-low).view(dtype)
-    values = np.lib.stride_tricks.as_strided(first, v.shape, v.strides_in_bytes, writeable=False)
-    return np.array(values), v.ptr, False
-
-
-READERS = {"torch": _read_torch, "jax": _read_jax, "numpy": _read_numpy, "numba": _read_numba,
-           "bytetensor": _read_bytetensor}
-
-
-def _zero_result(result, target):
-    """Write zero bits into a writable result (numpy, torch); False where it cannot be written."""
-    if target == "numpy" and result.flags.writeable:
-        result[...] = np.zeros((), result.dtype)
-        return True
-    if target == "torch":
-        result.zero_()
-        return True
-    return False
-
-
 def _same_bits(a, b):
     if a.shape != b.shape:
         return False
@@ -233,12 +141,12 @@ def _error_names_its_limit(exc, copy, case):
     message = str(exc).lower()
     if len(message) < 20:
         return False
-    kinds = _DTYPE_WORDS + _DEVICE_WORDS
+    kinds = [_DTYPE_LIMIT, _DEVICE_LIMIT]
     # A dense copy fits every target's layout limits, so copy=True may refuse a layout only
     # where the source itself cannot be viewed: byte strides that are not whole elements.
     if copy is not True or any(case.get("skew", ())):
-        kinds += _LAYOUT_WORDS
-    return any(word in message for word in kinds)
+        kinds.append(_LAYOUT_LIMIT)
+    return any(kind.search(message) for kind in kinds)
 
 
 def check_export_case(case, target, copy):
@@ -270,7 +178,7 @@ def check_export_case(case, target, copy):
     if bytes(memory) != original:
         return "to() wrote the source's memory"
     try:
-        values, pointer, writable = READERS.get(target, _read_generic)(result, dtype)
+        values, pointer, writable = read_result(target, result, dtype)
     except AssertionError as exc:
         return str(exc)
     if values.shape != expected.shape:
@@ -282,11 +190,11 @@ def check_export_case(case, target, copy):
     if copy is True and expected.size:
         if not case["readonly"]:
             memory[:] = bytes(len(memory))
-            values_after, _, _ = READERS.get(target, _read_generic)(result, dtype)
+            values_after, _, _ = read_result(target, result, dtype)
             if not _same_bits(values_after, expected):
                 return "copy=True shares memory: writing the source changed the result"
             memory[:] = original
-        if writable and _zero_result(result, target) and bytes(memory) != original:
+        if writable and zero_result(target, result) and bytes(memory) != original:
             return "copy=True shares memory: writing the result changed the source"
     return None
 
