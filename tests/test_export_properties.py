@@ -278,3 +278,51 @@ def test_targets_are_discovered_from_the_plugins_exporters():
         except ImportError:
             continue
         assert name in TARGETS
+
+
+# --- a copy is a copy when to() returns -----------------------------------------------------------
+
+SNAPSHOT_TRIALS = 200
+
+
+def snapshot_case(target, copy):
+    """to() of host memory jax cannot share (4 bytes past a 64-byte boundary), then an
+    immediate overwrite of the source: where the result is a copy, it must not see the write.
+
+    Runs in a worker process; returns None when right, else what went wrong.
+    """
+    from interop_core.plugins import ReadOnlyHandoffWarning
+
+    warnings.simplefilter("ignore", ReadOnlyHandoffWarning)
+    count = 65536
+    raw = np.zeros(4 * count + 128, np.uint8)
+    start = (-raw.__array_interface__["data"][0]) % 64 + 4
+    source = raw[start:start + 4 * count].view(np.float32)
+    expected = np.arange(count, dtype=np.float32)
+    copies = 0
+    for trial in range(SNAPSHOT_TRIALS):
+        source[...] = expected
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = interop_core.to(source, target, copy=copy)
+            except (TypeError, ValueError, BufferError):
+                return None                        # refused: the property test judges how
+        source[...] = -1.0                         # at once: a copy still running would see it
+        values, pointer, _ = read_result(target, result, np.float32)
+        if pointer == source.__array_interface__["data"][0]:
+            continue                               # zero-copy: writes are meant to show
+        copies += 1
+        if not np.array_equal(values, expected):
+            changed = np.flatnonzero(values != expected)
+            return (f"trial {trial}: the copy to() returned shows a write made to the source "
+                    f"after to() returned ({changed.size} elements, from index {changed[0]}): "
+                    f"the copy was still reading the source")
+    return None
+
+
+@pytest.mark.parametrize("copy", [None, True], ids=["copy=None", "copy=True"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_copy_that_to_returns_is_complete_when_it_returns(pool, target, copy):
+    problem = run_case(pool, snapshot_case, target, copy)
+    assert problem is None, f"to(unaligned float32 array, {target!r}, copy={copy}): {problem}"
