@@ -119,12 +119,13 @@ class _Worker:
     def __init__(self, context, environment):
         handle, self.stderr_path = tempfile.mkstemp(prefix="interop-core-worker-", suffix=".err")
         os.close(handle)
+        # The parent's end of the pipe (the child's end is closed here once the child has it);
+        # the process object is this pool's, which joins or kills it in stop().
         self.connection, child = context.Pipe()
         self.process = context.Process(target=_worker_main,
                                        args=(child, self.stderr_path, environment), daemon=True)
         self.process.start()
         child.close()
-        self.task = None
 
     def stderr_tail(self, limit=6000):
         try:
@@ -174,7 +175,9 @@ class SubprocessPool:
         self._context.set_forkserver_preload(list(PRELOAD))
         self._environment = dict(environment or {})
         self._timeout = timeout
+        # The workers are this pool's own: replaced when they die, stopped by close().
         self._workers = [_Worker(self._context, self._environment) for _ in range(size)]
+        #: Workers that died so far (each replaced).
         self.deaths = 0
 
     def __enter__(self):

@@ -10,6 +10,9 @@ and for a target it does not know, through interop-core's reader of the object's
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -27,13 +30,30 @@ except ImportError:
 WORKER_ENVIRONMENT = {"NUMBA_ENABLE_CUDASIM": "1"}
 
 
+#: Where installed_targets() keeps its answer for this process and the workers it starts.
+_TARGETS_VARIABLE = "INTEROP_CORE_TEST_TARGETS"
+
+_ASK = ("import interop_core\n"
+        "print(','.join(sorted({t for info in interop_core.plugin_status()\n"
+        "                      if info.status == 'loaded' for t in info.exporters})))\n")
+
+
 def installed_targets():
-    """Every exporter target of a loaded plugin whose framework is installed here."""
-    targets = set()
-    for info in interop_core.plugin_status():
-        if info.status == "loaded":
-            targets.update(info.exporters)
-    return sorted(targets)
+    """Every exporter target of a loaded plugin whose framework is installed here.
+
+    Asked once, in a separate interpreter: discovering the plugins in the test process at
+    collection time would change the order in which later tests meet them (discovery before
+    torch is imported makes validating torch.nn.Parameter recurse on main, a core bug of its
+    own).  The answer is kept in the environment, so worker processes started afterwards
+    inherit it.
+    """
+    known = os.environ.get(_TARGETS_VARIABLE)
+    if known is None:
+        done = subprocess.run([sys.executable, "-c", _ASK], capture_output=True, text=True,
+                              timeout=300, check=True)
+        known = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        os.environ[_TARGETS_VARIABLE] = known
+    return [name for name in known.split(",") if name]
 
 
 def numpy_dtype(name):

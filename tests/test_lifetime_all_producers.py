@@ -129,7 +129,7 @@ class _DLPackHolder:
     """Hands numpy a capsule made earlier (consumed only at the read)."""
 
     def __init__(self, capsule):
-        self.capsule = capsule
+        self.capsule = capsule        # ours, until numpy consumes it at the read
 
     def __dlpack__(self, **kwargs):
         return self.capsule
@@ -142,7 +142,7 @@ class _ArrayInterfaceOnly:
     """Makes numpy take the view's ``__array_interface__`` (numpy keeps this object alive)."""
 
     def __init__(self, view):
-        self.view = view
+        self.view = view              # ours; the numpy array made from this object keeps it
 
     @property
     def __array_interface__(self):

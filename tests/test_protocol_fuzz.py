@@ -83,7 +83,7 @@ class ArrayInterfaceHolder:
 
     def __init__(self, interface):
         self.__array_interface__ = interface
-        self.keep = _BACKING
+        self.keep = _BACKING          # the memory the dict points at outlives every view
 
 
 class CudaArrayInterfaceHolder:
@@ -330,7 +330,7 @@ class CapsuleProducer:
     tests/dlpack_ctypes.py cannot run while an exception is being raised)."""
 
     def __init__(self, capsule, device):
-        self.capsule = capsule
+        self.capsule = capsule        # owned here until the case drops the producer
         self.device = device
 
     def __dlpack__(self, **kwargs):
@@ -461,7 +461,7 @@ class DeviceAnswer:
     it) and whose ``__dlpack__`` is numpy's."""
 
     def __init__(self, answer):
-        self.array = np.arange(6, dtype=np.float32)
+        self.array = np.arange(6, dtype=np.float32)    # the memory its capsules describe
         self.answer = answer
 
     def __dlpack__(self, **kwargs):
