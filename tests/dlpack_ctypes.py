@@ -102,7 +102,8 @@ _api = _CApi
 # Capsule names must outlive the capsules (the capsule keeps the char pointer).
 _NAMES = {
     name: ctypes.create_string_buffer(name)
-    for name in (b"dltensor", b"dltensor_versioned", b"dlpack_exchange_api", b"not_a_tensor")
+    for name in (b"dltensor", b"dltensor_versioned", b"dlpack_exchange_api", b"not_a_tensor",
+                 b"used_dltensor", b"used_dltensor_versioned")
 }
 
 
