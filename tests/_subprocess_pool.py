@@ -22,6 +22,7 @@ import importlib.util
 import multiprocessing
 import multiprocessing.connection
 import os
+import resource
 import signal
 import sys
 import tempfile
@@ -83,6 +84,8 @@ def _worker_main(connection, stderr_path, environment):
     os.dup2(stderr_fd, 2)
     os.close(stderr_fd)
     faulthandler.enable(file=sys.stderr, all_threads=True)
+    # An aborting case is expected here: no core dump to write (that takes seconds each).
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.environ.update(environment)
     if _TESTS not in sys.path:
         sys.path.insert(0, _TESTS)

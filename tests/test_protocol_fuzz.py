@@ -143,8 +143,10 @@ def interface_case(protocol, field, value, well_formed=False):
         if interface["data"] is _REMOVE:
             del interface["data"]
         holder = holder_type(interface)
+        # (Shared objects, such as the empty tuple, are counted by the whole interpreter.)
         watched = [holder, interface] + [v for v in interface.values()
-                                         if isinstance(v, (tuple, list, bytearray, Opaque))]
+                                         if isinstance(v, Opaque)
+                                         or (isinstance(v, (tuple, list, bytearray)) and v)]
         before = _refcounts(*watched)
         try:
             v = entry(holder)
