@@ -269,7 +269,7 @@ def test_device_memory_to_numpy_is_a_clear_error():
         interop_core.to(on_device, "numpy")
     # The exporter itself, called on its own, says the same in its words.
     exporter = interop_core.plugins.exporter_for("numpy")[0]
-    with pytest.raises(BufferError, match="device memory cannot become a numpy array"):
+    with pytest.raises(BufferError, match="numpy imports memory of DLPack device types .* only|device memory cannot become a numpy array"):
         exporter(on_device, None)
 
 
