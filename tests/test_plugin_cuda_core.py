@@ -151,7 +151,7 @@ def test_a_view_without_a_dtype_of_an_odd_itemsize_is_refused_naming_it():
 def test_an_untyped_cuda_core_view_of_device_memory_reads_as_unsigned_integers():
     dev = cuda_core.Device()
     dev.set_current()
-    buffer = dev.memory_resource.allocate(64)
+    buffer = dev.memory_resource.allocate(64, stream=dev.default_stream)
     v = view(CoreView.from_buffer(buffer, (16,), itemsize=4))
     assert (v.dlpack_dtype, v.shape, v.ptr, v.device_type) == ((1, 32, 1), (16,),
                                                                  int(buffer.handle), 2)
@@ -255,7 +255,7 @@ def test_loading_the_plugin_imports_no_cuda_core():
 def test_device_views_and_buffers_read_their_device():
     dev = cuda_core.Device()
     dev.set_current()
-    buffer = dev.memory_resource.allocate(256)
+    buffer = dev.memory_resource.allocate(256, stream=dev.default_stream)
     v = view(buffer)
     assert (v.device_type, v.device_id, v.shape) == (2, dev.device_id, (256,))
     smv = CoreView.from_buffer(buffer, (8, 8), dtype=np.dtype(np.float32))
