@@ -608,6 +608,18 @@ def test_a_hold_outlives_replace_with_and_the_next_read_takes_the_new_buffer():
     for old in before:
         np.testing.assert_array_equal(old, np.arange(12, dtype=np.float32).reshape(3, 4))
     del junk
+    # Another shape and dtype: jax up to 0.11 swaps them in too; jax 0.12 refuses (the array
+    # then stays as it was, and so do its reads).
+    other = jnp.arange(5, dtype=jnp.int8)
+    try:
+        x._replace_with(other)
+    except jax.errors.JaxRuntimeError as exc:
+        assert "Unable to replace" in str(exc)
+        np.testing.assert_array_equal(interop_core.to(x, "numpy"), np.ones((3, 4), np.float32))
+        return
+    v = interop_core.view(x)
+    assert (v.shape, v.dtype, v.ptr) == ((5,), np.int8, other.unsafe_buffer_pointer())
+    np.testing.assert_array_equal(after, np.ones((3, 4), np.float32))   # still held
 
 
 def test_held_reads_of_many_arrays_and_of_recycled_addresses():
