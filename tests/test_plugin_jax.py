@@ -736,3 +736,26 @@ def test_a_gpu_array_held_by_a_view_is_not_donated():
     gc.collect()
     donate(x).block_until_ready()
     assert x.is_deleted()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["device", "pinned_host"])
+def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    sharding = jax.sharding.SingleDeviceSharding(gpu, memory_kind=kind)
+    try:
+        x = jax.device_put(np.arange(4096, dtype=np.float32), sharding)
+    except Exception as exc:  # noqa: BLE001 - a jax without that memory kind here
+        pytest.skip(f"jax cannot place an array in {kind} memory here: {exc}")
+    x.block_until_ready()
+    v = interop_core.view(x)
+    assert (v.device_type, v.ptr) == ((2 if kind == "device" else 3), x.unsafe_buffer_pointer())
+    x.delete()
+    junk = [jax.device_put(np.full(4096, 777, np.float32), sharding) for _ in range(20)]
+    host = np.empty(4096, np.float32)
+    v.copy_to(host)
+    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
+    del junk
