@@ -74,9 +74,8 @@ before jax's stream first, as ``jax.dlpack.from_dlpack`` does.  jax accepts only
 (a permutation of a dense row-major layout): anything else raises ``BufferError``.  jax on CPU
 **copies** host memory that is not aligned to 64 bytes; the exporter detects that by pointer
 and warns with :class:`JaxCopyWarning`.  The result is read-only, as every jax array is;
-read-only views are handed over too (the direct import hands jax a legacy capsule, which cannot
-say read-only: jax never writes into an imported buffer -- but do not donate the result to a
-jitted function).
+read-only views are handed over too (jax takes only legacy capsules, which cannot say read-only:
+jax never writes into an imported buffer -- but do not donate the result to a jitted function).
 Without ``jax_enable_x64``, jax converts 64-bit types to 32-bit ones: a copy, through
 ``jax.dlpack.from_dlpack`` (:func:`export_jax_slow`), reported by the same warning.
 
@@ -171,11 +170,10 @@ def export_jax_slow(view, stream=None):
 
     source = view
     if view.readonly:
-        # jax up to 0.11 imports only legacy (unversioned) capsules, which cannot carry
-        # DLPack's READ_ONLY flag, and our views refuse to export read-only memory that way
-        # (jax 0.12 asks for a versioned capsule and would get the flag).  jax arrays are
+        # jax imports only legacy (unversioned) capsules, which cannot carry DLPack's READ_ONLY
+        # flag, and our views refuse to export read-only memory that way.  jax arrays are
         # immutable, so jax is a read-only consumer: hand it a writable-flagged twin over the
-        # same memory that keeps `view` alive, which every jax version takes.
+        # same memory that keeps `view` alive.
         source = interop_core.StridedMemoryView.from_pointer(
             view.ptr, view.shape, view.strides, dtype=view.dlpack_dtype,
             device=(view.device_type, view.device_id), readonly=False, owner=view)
