@@ -610,6 +610,18 @@ def test_a_hold_outlives_replace_with_and_the_next_read_takes_the_new_buffer():
     for old in before:
         np.testing.assert_array_equal(old, np.arange(12, dtype=np.float32).reshape(3, 4))
     del junk
+    # Another shape and dtype: jax up to 0.11 swaps them in too; jax 0.12 refuses (the array
+    # then stays as it was, and so do its reads).
+    other = jnp.arange(5, dtype=jnp.int8)
+    try:
+        x._replace_with(other)
+    except jax.errors.JaxRuntimeError as exc:
+        assert "Unable to replace" in str(exc)
+        np.testing.assert_array_equal(interop_core.to(x, "numpy"), np.ones((3, 4), np.float32))
+        return
+    v = interop_core.view(x)
+    assert (v.shape, v.dtype, v.ptr) == ((5,), np.int8, other.unsafe_buffer_pointer())
+    np.testing.assert_array_equal(after, np.ones((3, 4), np.float32))   # still held
 
 
 def test_held_reads_of_many_arrays_and_of_recycled_addresses():
@@ -726,3 +738,26 @@ def test_a_gpu_array_held_by_a_view_is_not_donated():
     gc.collect()
     donate(x).block_until_ready()
     assert x.is_deleted()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["device", "pinned_host"])
+def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    sharding = jax.sharding.SingleDeviceSharding(gpu, memory_kind=kind)
+    try:
+        x = jax.device_put(np.arange(4096, dtype=np.float32), sharding)
+    except Exception as exc:  # noqa: BLE001 - a jax without that memory kind here
+        pytest.skip(f"jax cannot place an array in {kind} memory here: {exc}")
+    x.block_until_ready()
+    v = interop_core.view(x)
+    assert (v.device_type, v.ptr) == ((2 if kind == "device" else 3), x.unsafe_buffer_pointer())
+    x.delete()
+    junk = [jax.device_put(np.full(4096, 777, np.float32), sharding) for _ in range(20)]
+    host = np.empty(4096, np.float32)
+    v.copy_to(host)
+    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
+    del junk

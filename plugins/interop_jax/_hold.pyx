@@ -63,6 +63,8 @@ from interop_core.abi cimport interop_core_tensor_info
 
 from interop_jax._handles cimport (
     KDL_CPU,
+    KDL_CUDA_HOST,
+    KDL_ROCM_HOST,
     _accessor_type,
     _api,
     _aval_getter,
@@ -188,6 +190,10 @@ cdef BufferHold _take_hold(object obj, object stream, int32_t device_type, int32
     except Exception as exc:
         if obj.is_deleted():
             raise       # the callers name it (a deleted array; a deleted shard)
+        if stream is not None and (device_type == KDL_CUDA_HOST or device_type == KDL_ROCM_HOST):
+            # Pinned host memory jax will not order on a stream: held after a host wait, as
+            # jax's own __dlpack__ of it is (host consumers read it at once anyway).
+            return _take_hold(obj, None, device_type, device_id)
         raise BufferError(
             f"cannot view this jax array ({obj.aval.str_short()}): interop-core keeps a jax "
             "buffer alive as jax's own DLPack export does (an external reference, which "

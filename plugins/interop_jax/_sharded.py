@@ -27,7 +27,7 @@ import warnings
 import interop_core
 from interop_core import Shards
 
-__all__ = ["assemble_jax", "jax_shards"]
+__all__ = ["assemble_jax", "jax_shards", "current_shards"]
 
 _KDL_CPU = 1
 _KDL_CUDA = 2
@@ -54,7 +54,7 @@ def jax_shards(array, stream=None):
     """
     # jax's Shard objects carry data, index and replica_id: from_pieces reads them in C.
     try:
-        local = array.addressable_shards
+        local = current_shards(array)
     except RuntimeError:
         if array.is_deleted():
             raise BufferError(_DELETED) from None
@@ -67,6 +67,23 @@ def jax_shards(array, stream=None):
                               dtype=None if local else array.dtype,
                               complete=_single_process or array.is_fully_addressable,
                               source=array)
+
+
+def current_shards(array):
+    """``array.addressable_shards``, asked again where jax's cached list is stale.
+
+    jax keeps the list on the array (``array.__dict__``) and ``_replace_with`` (behind jax's
+    mutable arrays; up to jax 0.11 it also swaps in arrays of another shape) does not drop it:
+    the cached shards would name the old per-device arrays and the old shape's blocks.  The
+    list is current when its shards' data are the array's per-device arrays (``_arrays``).
+    """
+    local = array.addressable_shards
+    arrays = getattr(array, "_arrays", None)
+    if type(arrays) is list and (len(local) != len(arrays) or any(
+            [s.data is not a for s, a in zip(local, arrays, strict=True)])):
+        array.__dict__.pop("addressable_shards", None)
+        local = array.addressable_shards
+    return local
 
 
 _DELETED = ("cannot read the shards of a deleted jax array: its buffers were freed by "

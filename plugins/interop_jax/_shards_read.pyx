@@ -88,7 +88,8 @@ cdef _ShardPlan _make_plan(object array, object sharding, tuple shape):
     if _layout_type is None:
         from interop_core import ShardLayout
         _layout_type = ShardLayout
-    local = array.addressable_shards
+    from interop_jax._sharded import current_shards
+    local = current_shards(array)       # jax's list, asked again where its cache is stale
     n = len(local)
     complete = jax.process_count() == 1 or sharding.is_fully_addressable
     layout = _layout_type(shape, [s.index for s in local], [s.replica_id for s in local],
