@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from .cuda import _streams
 from .handoff import _limits
-from .handoff._limits import EXPORT_RULE_CAPSULE, ImportLimits
+from .handoff._limits import ImportLimits
 from .registry import _registry, _validation
 from .shards import _shards
 
@@ -35,7 +35,6 @@ __all__ = [
     "DISABLE_AUTOLOAD_ENV",
     "ENTRY_POINT_GROUP",
     "EXPORT_RULE_CAPSULE",
-    "ImportLimits",
     "PluginInfo",
     "PluginLoadWarning",
     "PluginRegistrar",
@@ -52,6 +51,10 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "interop_core.plugins"
 DISABLE_AUTOLOAD_ENV = "INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD"
+#: The name of a capsule holding a C export rule, ``int rule(PyObject *obj)`` (0: the object
+#: may be exported; -1 with an exception set: it may not), for
+#: :meth:`PluginRegistrar.add_export_rule`.
+EXPORT_RULE_CAPSULE = "interop_core.export_rule_v1"
 
 
 class PluginLoadWarning(UserWarning):
@@ -685,7 +688,7 @@ def exporter_for(target: Any) -> tuple[Callable, bool, str, ImportLimits | None]
         return (exporter[0], exporter[1], target, exporter[2])
 
 
-def on_export_rules_change(listener: Callable[[dict], None]) -> None:
+def _on_export_rules_change(listener: Callable[[dict], None]) -> None:
     """Call ``listener(rules)`` now and whenever the winning export rules change.
 
     ``rules`` maps each resolved source type to its rule; ``to()``'s compiled table installs

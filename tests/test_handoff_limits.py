@@ -674,3 +674,98 @@ def test_first_party_targets_declare_their_limits():
         except ValueError:
             continue                            # its plugin is not loaded here
         assert fragment in repr(limits), (name, limits)
+
+
+# --- on a GPU -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("copy", [None, True, False])
+def test_device_memory_with_negative_strides_reaches_torch_as_a_copy_on_its_device(torch_cuda,
+                                                                                   copy):
+    torch = torch_cuda
+    base = torch.arange(24.0, device="cuda").reshape(4, 6)
+    source = view(base)[::-1]
+    stream = torch.cuda.Stream()
+    if copy is False:
+        with pytest.raises(BufferError, match="negative strides"):
+            interop_core.to(source, "torch", stream, copy=False)
+        return
+    out = interop_core.to(source, "torch", stream, copy=copy)
+    stream.synchronize()
+    assert out.device == base.device and out.data_ptr() != base.data_ptr()
+    assert torch.equal(out, base.flip(0))
+
+
+@pytest.mark.gpu
+def test_cupy_takes_negative_strides_as_they_are_and_torch_gets_a_copy(torch_cuda):
+    cupy = pytest.importorskip("cupy")
+    a = cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[::-1]
+    t = interop_core.to(a, "torch")
+    assert t.data_ptr() != a.data.ptr and t.cpu().tolist() == a.get().tolist()
+    back = interop_core.to(view(t)[:, ::-1], "cupy", copy=False)
+    assert back.data.ptr == view(t)[:, ::-1].ptr
+    assert back.get().tolist() == t.cpu().numpy()[:, ::-1].tolist()
+
+
+@pytest.mark.gpu
+def test_host_memory_to_cupy_names_device_cuda_and_device_copies_it():
+    cupy = pytest.importorskip("cupy")
+    a = np.arange(6.0)
+    with pytest.raises(BufferError, match="device='cuda:N'"):
+        interop_core.to(a, "cupy")
+    out = interop_core.to(a, "cupy", device="cuda:0")
+    assert isinstance(out, cupy.ndarray) and out.get().tolist() == a.tolist()
+
+
+@pytest.mark.gpu
+def test_pinned_and_managed_memory_become_cpu_and_cuda_tensors(torch_cuda):
+    torch = torch_cuda
+    like = view(np.arange(8.0))
+    pinned = StridedMemoryView.empty_like(like, device="cuda_host")
+    pinned.copy_from(like)
+    t = interop_core.to(pinned, "torch")
+    assert t.device.type == "cpu" and t.data_ptr() == pinned.ptr and t.tolist() == list(range(8))
+    managed = StridedMemoryView.empty_like(like, device="cuda_managed")
+    managed.copy_from(like)
+    m = interop_core.to(managed, "torch")
+    assert m.device == torch.device("cuda", 0) and m.data_ptr() == managed.ptr
+    assert m.cpu().tolist() == list(range(8))
+
+
+@pytest.mark.gpu
+def test_jax_on_a_gpu_gets_a_copy_of_a_strided_cuda_view_on_its_device(torch_cuda):
+    jax = pytest.importorskip("jax")
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("jax has no GPU backend here")
+    torch = torch_cuda
+    base = torch.arange(24.0, device="cuda").reshape(4, 6)
+    with pytest.raises(BufferError, match="compact"):
+        interop_core.to(base[:, ::2], "jax", copy=False)
+    out = interop_core.to(base[:, ::2], "jax")
+    assert out.devices() == {gpu}
+    np.testing.assert_array_equal(np.asarray(out), base[:, ::2].cpu().numpy())
+    placed = interop_core.to(base, "jax", device=gpu, copy=False)
+    assert placed.unsafe_buffer_pointer() == base.data_ptr()
+
+
+@pytest.mark.gpu
+def test_numba_gets_a_copy_of_device_memory_with_negative_strides(torch_cuda):
+    pytest.importorskip("numba")
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        pytest.skip("numba's CUDA simulator is on")
+    torch = torch_cuda
+    base = torch.arange(12.0, device="cuda")
+    out = interop_core.to(view(base)[::-1], "numba")
+    assert out.copy_to_host().tolist() == base.flip(0).cpu().tolist()
+    with pytest.raises(BufferError, match="negative strides"):
+        interop_core.to(view(base)[::-1], "numba", copy=False)

@@ -89,7 +89,7 @@ cdef inline int _apply_rules(object obj) except -1:
     return 0
 
 
-plugins.on_export_rules_change(_install_rules)
+plugins._on_export_rules_change(_install_rules)
 
 # (source type, target name) -> the ReadOnlyHandoffWarning message: built once, since a handoff
 # of a read-only source (every jax array) warns on every call.  Owned here.

@@ -26,10 +26,10 @@ from ..core._view cimport StridedMemoryView
 
 import operator
 
-__all__ = ["ImportLimits", "ExportRule", "new_export_rule", "EXPORT_RULE_CAPSULE"]
+__all__ = ["ImportLimits", "ExportRule", "new_export_rule"]
 
-#: The capsule name of a C export rule (registry.add_export_rule).
-EXPORT_RULE_CAPSULE = "interop_core.export_rule_v1"
+# The capsule name of a C export rule (registry.add_export_rule; plugins.EXPORT_RULE_CAPSULE).
+cdef str EXPORT_RULE_CAPSULE = "interop_core.export_rule_v1"
 
 cdef enum:
     KDL_CPU = 1
