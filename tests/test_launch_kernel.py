@@ -257,3 +257,25 @@ report({{"errors": errors, "signature": declared.signature, "sizes": declared.pa
                          "to launch_args)")
     assert errors[4] == ("TypeError: kernel 'axpy_f32': argument 2 (int) is a scalar, but the "
                          "parameter is a pointer")
+
+
+def test_the_launch_timing_script_runs_or_says_why_not():
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(root), str(root / "plugins"), os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "triton_launch.py"),
+                           "--rounds", "1"], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    if not done.stdout.startswith("skipped: "):
+        # On a GPU with torch and Triton: both Triton groups and the public launch, each path
+        # with its ratio to the reference.
+        for title in ("Triton kernel, 4 arguments", "Triton kernel, 16 arguments",
+                      "public launch of a PTX kernel"):
+            assert title in done.stdout
+        assert "interop_core triton_kernel (torch)" in done.stdout
+        assert "interop_core Kernel.launch" in done.stdout

@@ -228,3 +228,14 @@ def test_without_triton_the_wrapper_says_how_to_install_it():
             print(json.dumps({"error": str(exc)}))
     """)
     assert out == {"error": "interop_core.triton_kernel needs Triton: pip install triton"}
+
+
+def test_tritons_own_launch_path_refuses_read_only_outputs_too():
+    from interop_core.launch import _triton
+
+    fast = interop_core.triton_kernel(add, writable=("out_ptr",))
+    frozen = np.zeros(16, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(BufferError, match="add: argument 'out_ptr' \\(numpy.ndarray\\) is "
+                                          "read-only, but the kernel writes it"):
+        _triton._own_launch(fast, (1,), (BUFFER, BUFFER, frozen, 16), {"BLOCK": 64}, None)

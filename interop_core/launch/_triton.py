@@ -391,7 +391,7 @@ def _own_launch(k: TritonKernel, grid, args: tuple, kwargs: dict, stream):
     import torch
 
     if k.writable_names:
-        k.key(*args, **kwargs)                  # refuses read-only arrays where it writes
+        _refuse_read_only(k, args, kwargs)
     if stream is None:
         handle = torch.cuda.current_stream().cuda_stream
     else:
@@ -404,6 +404,20 @@ def _own_launch(k: TritonKernel, grid, args: tuple, kwargs: dict, stream):
         return k.fn[grid](*converted, **converted_kwargs)
     with torch.cuda.stream(torch.cuda.ExternalStream(handle)):
         return k.fn[grid](*converted, **converted_kwargs)
+
+
+def _refuse_read_only(k: TritonKernel, args: tuple, kwargs: dict) -> None:
+    from .. import view
+
+    for name in k.writable_names:
+        position = k.names.index(name)
+        value = args[position] if position < len(args) else kwargs.get(name)
+        if value is None or isinstance(value, (bool, int, float)):
+            continue
+        if view(value).readonly:
+            raise BufferError(f"{k.name}: argument {name!r} ({type(value).__module__}."
+                              f"{type(value).__qualname__}) is read-only, but the kernel "
+                              "writes it")
 
 
 def _as_torch(value, stream: int, torch):

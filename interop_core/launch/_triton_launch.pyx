@@ -543,9 +543,6 @@ cdef class TritonKernel:
                 meta[name] = kwargs[name]
             else:
                 meta[name] = <object> PyTuple_GET_ITEM(self.defaults, i)
-        for name, value in kwargs.items():
-            if name not in meta:
-                meta[name] = value
         return meta
 
     cdef int64_t _intern(self, object value) except -1:
