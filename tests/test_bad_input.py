@@ -142,6 +142,24 @@ def test_malformed_array_interface_specific(changes, exc, message):
         AI[1](_good(**changes))
 
 
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (_DELETE, r"\['data'\] is missing, so the .*FakeAI itself must export a buffer"),
+        (None, r"\['data'\] is None, so the .*FakeAI itself must export a buffer"),
+        ([PTR, False], r"\['data'\] must be a \(ptr, readonly\) tuple or a buffer object, "
+                       r"got list \[\d+, False\]"),
+        ({"ptr": 1}, r"\['data'\] must be .* got dict \{'ptr': 1\}"),
+    ],
+    ids=["missing", "None", "list", "dict"],
+)
+def test_array_interface_data_that_is_no_buffer_is_named_with_its_value(data, message):
+    # Python's own "a bytes-like object is required" names neither the field nor the value.
+    with pytest.raises(TypeError, match=message) as caught:
+        AI[1](_good(data=data))
+    assert isinstance(caught.value.__cause__, TypeError)
+
+
 class _Raising:
     def __init__(self, error):
         self.error = error

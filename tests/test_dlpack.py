@@ -15,6 +15,7 @@ from dlpack_ctypes import (
     make_capsule,
 )
 
+import interop_core
 from interop_core import StridedMemoryView
 from interop_core.protocols import _dlpack
 
@@ -439,6 +440,83 @@ def test_negative_extent_is_refused():
     cap, _ = make_capsule(buf, shape=(-4,), strides=(1,))
     with pytest.raises(BufferError, match="negative extent"):
         StridedMemoryView.from_dlpack(cap)
+
+
+class _CapsuleProducer:
+    """Hands out one prepared capsule through __dlpack__ (kept alive here)."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _describe_dlpack(capsule):
+    # The core's capsule description for compiled plugins (interop_core._C_API).
+    from test_registry import TensorInfo, _core_api
+
+    return _core_api().describe_dlpack(capsule, ctypes.byref(TensorInfo()))
+
+
+CAPSULE_ENTRIES = {
+    "from_dlpack(capsule)": lambda capsule: StridedMemoryView.from_dlpack(capsule),
+    "from_dlpack(producer)": lambda capsule: StridedMemoryView.from_dlpack(
+        _CapsuleProducer(capsule)),
+    "from_any(producer)": lambda capsule: StridedMemoryView.from_any(_CapsuleProducer(capsule)),
+    "view(producer)": lambda capsule: interop_core.view(_CapsuleProducer(capsule)),
+    "describe_dlpack": _describe_dlpack,
+}
+
+_TOP = 2**64
+
+
+@pytest.mark.parametrize("entry", sorted(CAPSULE_ENTRIES))
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"byte_offset": _TOP - 1}, r"data pointer plus byte_offset wraps"),
+    ({"data": _TOP - 8}, r"elements fall outside the address space.*data=0xfffffffffffffff8"),
+    ({"data": _TOP - 16, "byte_offset": 8}, r"outside the address space.*byte_offset=8"),
+    ({"data": 8, "strides": (-3, 1)}, r"outside the address space.*strides=\(-3, 1\)"),
+    ({"shape": (2**62, 5)}, r"shape holds more than 2\*\*63-1 bytes.*shape=\(4611686018427387904, 5\)"),
+    ({"shape": (2**31, 2**31)}, r"shape holds more than 2\*\*63-1 bytes"),
+    ({"strides": (2**63 - 1, 1)}, r"strides reach more than 2\*\*63-1 bytes"),
+    ({"strides": (-(2**63), 1)}, r"strides reach more than 2\*\*63-1 bytes"),
+    ({"strides": (2**61, 2**61)}, r"strides reach more than 2\*\*63-1 bytes"),
+    ({"shape": (-1, 3)}, r"negative extent -1 in dimension 0"),
+], ids=["offset-wraps", "data-near-top", "data-plus-offset-near-top", "below-zero",
+        "shape-2**62x5", "shape-2**31x2**31", "stride-max", "stride-min", "strides-sum",
+        "negative-extent"])
+def test_capsules_whose_arithmetic_overflows_are_refused_and_left_unconsumed(entry, fields,
+                                                                              message):
+    spec = {"shape": (2, 3), "strides": (3, 1), **fields}
+    capsule, fake = make_capsule(np.zeros(6, np.float32), **spec)
+    with pytest.raises(BufferError, match=message):
+        CAPSULE_ENTRIES[entry](capsule)
+    assert capsule_name(capsule) == b"dltensor_versioned" and fake.deleted == 0
+    del capsule
+    assert fake.deleted == 1           # its producer's destructor still owns the tensor
+
+
+@pytest.mark.parametrize("entry", sorted(set(CAPSULE_ENTRIES) - {"describe_dlpack"}))
+@pytest.mark.parametrize(("fields", "ptr"), [
+    ({"data": _TOP - 24}, _TOP - 24),                        # the last element ends at 2**64
+    ({"data": 20, "strides": (-3, -1)}, 20),                 # the last element starts at 0
+    ({"data": 64, "byte_offset": _TOP - 128}, _TOP - 64),
+    ({"shape": (0, 2**63 - 1), "strides": (2**63 - 1, -(2**63))}, None),   # no elements
+    ({"shape": (2**30, 2**30), "strides": (0, 0)}, None),   # 2**62 bytes, all in one element
+], ids=["ends-at-top", "starts-at-zero", "offset-near-top", "empty", "broadcast"])
+def test_capsules_at_the_edges_of_the_address_space_are_read_as_they_are(entry, fields, ptr):
+    buffer = np.zeros(6, np.float32)
+    spec = {"shape": (2, 3), "strides": (3, 1), **fields}
+    capsule, fake = make_capsule(buffer, **spec)
+    v = CAPSULE_ENTRIES[entry](capsule)
+    assert (v.shape, v.strides) == (spec["shape"], spec["strides"])
+    assert v.ptr == (buffer.ctypes.data if ptr is None else ptr)
+    del v
+    assert fake.deleted == 1
 
 
 def test_null_shape_is_refused():

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import importlib.util
+import json
+import subprocess
 import sys
+import textwrap
 import threading
 import types
 import warnings
@@ -555,6 +559,33 @@ def test_validation_runs_once_per_process_for_the_same_checks(registered):
         view(Tensorish(np.zeros(2)))
         plugins._reinstall()
     assert runs == [1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_a_subclass_validated_after_discovery_keeps_its_fast_reader():
+    # Plugins discovered first (a numpy view), torch imported later: validating Parameter's
+    # reader reads canaries, whose view() misses the table and recomputes every entry, which
+    # asks for Parameter's entry again.  That nested request must not recurse into a second
+    # validation (it did, until RecursionError installed the fallback for the process).
+    script = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        from interop_core import view
+        from interop_core.registry import _validation
+        view(np.zeros(3))
+        assert "torch" not in sys.modules
+        import torch
+        v = view(torch.nn.Parameter(torch.zeros(2)))
+        assert v.shape == (2,)
+        print(json.dumps({r.type_path: [r.validated, r.reason] for r in _validation.results()}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    validated, reason = results["torch.nn.parameter:Parameter"]
+    assert validated, reason
+    assert results["torch:Tensor"][0], results["torch:Tensor"][1]
 
 
 def test_a_validated_reader_needs_a_fallback():

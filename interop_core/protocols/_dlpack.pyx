@@ -42,7 +42,7 @@ from cpython.pycapsule cimport (
     PyCapsule_SetName,
 )
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, intptr_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport strcmp
 
@@ -62,7 +62,7 @@ from ..core._dlpack_abi cimport (
     kDLCUDA,
     kDLROCM,
 )
-from ..core._dtypes cimport record_set_dtype
+from ..core._dtypes cimport dtype_itemsize, record_set_dtype
 from ..core._record cimport MAX_NDIM, ViewRecord, extents_free, extents_resize, record_init
 from ..cuda._streams cimport resolve_stream
 
@@ -152,18 +152,95 @@ cdef int _propagate_error() except -1:
     return -1
 
 
-cdef int _fill_record(const DLTensor* t, uint64_t flags, ViewRecord* rec) except -1:
-    """Copy a DLTensor's description into `rec` (validating it first)."""
+cdef extern from *:
+    """
+    /* Overflow-checked int64 / uint64 arithmetic for foreign tensor descriptions (gcc, clang):
+       1 when the exact result does not fit in *out. */
+    static inline int interop_mul_i64_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_mul_overflow(a, b, out);
+    }
+    static inline int interop_add_i64_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_add_overflow(a, b, out);
+    }
+    static inline int interop_add_u64_overflows(uint64_t a, uint64_t b, uint64_t *out) {
+        return __builtin_add_overflow(a, b, out);
+    }
+    """
+    bint interop_mul_i64_overflows(int64_t a, int64_t b, int64_t* out) noexcept nogil
+    bint interop_add_i64_overflows(int64_t a, int64_t b, int64_t* out) noexcept nogil
+    bint interop_add_u64_overflows(uint64_t a, uint64_t b, uint64_t* out) noexcept nogil
+
+
+cdef str _layout_text(const DLTensor* t, int64_t itemsize):
+    # For error messages only: the tensor's fields as the producer wrote them.
+    shape = tuple([t.shape[i] for i in range(t.ndim)])
+    strides = None if t.strides == NULL else tuple([t.strides[i] for i in range(t.ndim)])
+    return (f"data={<uintptr_t> t.data:#x}, byte_offset={t.byte_offset}, shape={shape}, "
+            f"strides={strides}, itemsize={itemsize}")
+
+
+cdef int _check_dltensor(const DLTensor* t, int64_t itemsize) except -1:
+    """Refuse a DLTensor whose description cannot be used as it stands: ndim out of range, a
+    NULL shape, negative extents, a pointer that wraps (data + byte_offset), a size in bytes or
+    a stride reach that overflows int64, or elements outside the address space.  `itemsize` is
+    the validated dtype's (at least 1)."""
     cdef int32_t ndim = t.ndim
     cdef int i
-    cdef int64_t stride = 1
+    cdef uint64_t start, last
+    cdef int64_t extent, term
+    cdef int64_t size = itemsize      # bytes of all elements
+    cdef int64_t ahead = 0            # bytes from the first element to the furthest forward
+    cdef int64_t behind = 0           # bytes from the first element to the furthest backward
+    cdef bint empty = False, too_big = False
     if ndim < 0 or ndim > MAX_NDIM:
         raise BufferError(f"DLPack tensor has ndim={ndim}; interop-core supports 0..{MAX_NDIM}")
     if ndim > 0 and t.shape == NULL:
         raise BufferError(f"DLPack tensor has ndim={ndim} but a NULL shape")
     for i in range(ndim):
-        if t.shape[i] < 0:
-            raise BufferError(f"DLPack tensor has a negative extent {t.shape[i]} in dimension {i}")
+        extent = t.shape[i]
+        if extent < 0:
+            raise BufferError(f"DLPack tensor has a negative extent {extent} in dimension {i} "
+                              f"of its shape")
+        empty |= extent == 0
+        too_big |= interop_mul_i64_overflows(size, extent, &size)
+    if interop_add_u64_overflows(<uintptr_t> t.data, t.byte_offset, &start):
+        raise BufferError(f"DLPack tensor's data pointer plus byte_offset wraps past the end of "
+                          f"the address space ({_layout_text(t, itemsize)})")
+    if empty:
+        return 0                      # no element: no address is ever formed
+    if too_big:
+        raise BufferError(f"DLPack tensor's shape holds more than 2**63-1 bytes "
+                          f"({_layout_text(t, itemsize)})")
+    if t.strides == NULL:
+        ahead = size - itemsize       # C-contiguous
+    else:
+        for i in range(ndim):
+            # (extent - 1) * stride * itemsize bytes; |INT64_MIN| does not fit either.
+            too_big = (interop_mul_i64_overflows(t.shape[i] - 1, t.strides[i], &term)
+                       or interop_mul_i64_overflows(term, itemsize, &term) or term == INT64_MIN)
+            if not too_big:
+                if term > 0:
+                    too_big = interop_add_i64_overflows(ahead, term, &ahead)
+                else:
+                    too_big = interop_add_i64_overflows(behind, -term, &behind)
+            if too_big or ahead > INT64_MAX - behind:
+                raise BufferError(f"DLPack tensor's strides reach more than 2**63-1 bytes "
+                                  f"({_layout_text(t, itemsize)})")
+    if (start < <uint64_t> behind
+            or interop_add_u64_overflows(start, <uint64_t> ahead + <uint64_t> (itemsize - 1),
+                                         &last)):
+        raise BufferError(f"DLPack tensor's elements fall outside the address space (data "
+                          f"pointer, byte_offset, shape and strides: {_layout_text(t, itemsize)})")
+    return 0
+
+
+cdef int _fill_record(const DLTensor* t, uint64_t flags, ViewRecord* rec) except -1:
+    """Copy a DLTensor's description into `rec` (validating it first)."""
+    cdef int32_t ndim = t.ndim
+    cdef int i
+    cdef int64_t stride = 1
+    record_set_dtype(rec, t.dtype, (flags & DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0)
+    _check_dltensor(t, rec.itemsize)
     extents_resize(&rec.ext, ndim)
     for i in range(ndim):
         rec.ext.shape[i] = t.shape[i]
@@ -171,11 +248,13 @@ cdef int _fill_record(const DLTensor* t, uint64_t flags, ViewRecord* rec) except
         for i in range(ndim):
             rec.ext.strides[i] = t.strides[i]
     else:
-        # NULL strides mean C-contiguous (legacy producers and pre-1.2 versioned ones).
+        # NULL strides mean C-contiguous (legacy producers and pre-1.2 versioned ones).  With
+        # an empty extent the product is not bounded by the size check: it may overflow.
         for i in range(ndim - 1, -1, -1):
             rec.ext.strides[i] = stride
-            stride *= t.shape[i] if t.shape[i] > 0 else 1
-    record_set_dtype(rec, t.dtype, (flags & DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0)
+            if interop_mul_i64_overflows(stride, t.shape[i] if t.shape[i] > 0 else 1, &stride):
+                raise BufferError(f"DLPack tensor's contiguous strides overflow int64 "
+                                  f"({_layout_text(t, rec.itemsize)})")
     rec.ptr = <uintptr_t> t.data + <uintptr_t> t.byte_offset
     rec.device_type = t.device.device_type
     rec.device_id = t.device.device_id
@@ -583,14 +662,22 @@ cdef object export_dlpack(object keepalive, ViewRecord* rec, object stream, obje
 
 
 cdef DLTensor* unconsumed_tensor(object capsule, bint* readonly) except NULL:
+    # Validated as a capsule that is consumed is: its description is handed on as it stands.
     cdef DLManagedTensorVersioned* mt
+    cdef DLTensor* t
     if PyCapsule_IsValid(capsule, _NAME_LEGACY):
         readonly[0] = False
-        return &(<DLManagedTensor*> PyCapsule_GetPointer(capsule, _NAME_LEGACY)).dl_tensor
+        t = &(<DLManagedTensor*> PyCapsule_GetPointer(capsule, _NAME_LEGACY)).dl_tensor
+        _check_dltensor(t, dtype_itemsize(t.dtype, False))
+        return t
     if PyCapsule_IsValid(capsule, _NAME_VERSIONED):
         mt = <DLManagedTensorVersioned*> PyCapsule_GetPointer(capsule, _NAME_VERSIONED)
+        _check_version(mt)
         readonly[0] = (mt.flags & DLPACK_FLAG_READ_ONLY) != 0
-        return &mt.dl_tensor
+        t = &mt.dl_tensor
+        _check_dltensor(
+            t, dtype_itemsize(t.dtype, (mt.flags & DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED) != 0))
+        return t
     raise BufferError(
         f"expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned'), got "
         f"{type(capsule).__name__}")

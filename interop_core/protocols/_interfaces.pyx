@@ -355,7 +355,17 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
             raise TypeError(
                 f"{proto}['data'] must be a (ptr, readonly) tuple or a buffer object, "
                 f"got {_tname(source)}")
-        held = _acquire(source, PyBUF_SIMPLE, proto)
+        try:
+            held = _acquire(source, PyBUF_SIMPLE, proto)
+        except TypeError as exc:
+            # Python's "a bytes-like object is required" names neither the field nor the value.
+            if data is None:
+                raise TypeError(
+                    f"{proto}['data'] is {'None' if 'data' in d else 'missing'}, so the "
+                    f"{_tname(obj)} itself must export a buffer, and it does not") from exc
+            raise TypeError(
+                f"{proto}['data'] must be a (ptr, readonly) tuple or a buffer object, "
+                f"got {_tname(data)} {data!r:.80}") from exc
         off_obj = d.get("offset")
         if off_obj is not None:
             off_obj = _as_int(off_obj, proto, "offset", -1)

@@ -23,6 +23,7 @@ sharded objects, split by both paths and compared shard by shard
 
 from __future__ import annotations
 
+import threading
 from collections import namedtuple
 
 from . import _registry
@@ -57,6 +58,9 @@ class ValidationResult(namedtuple("ValidationResult",
 # (type_path, prepare, canaries) -> ValidationResult.  Keyed by the checks themselves, so a
 # plugin registered again with the same checks is not validated again.
 _results: dict[tuple, ValidationResult] = {}
+# (key, thread id) of each validation running now.  Only that thread's nested requests are
+# answered with the fallback; another thread validates for itself, as before.
+_validating: set[tuple] = set()
 # type_path -> (ok, reason): results pinned by tests through _force.
 _forced: dict[str, tuple[bool, str]] = {}
 # Installs the winners again after a result changed; set by interop_core.plugins, which owns the
@@ -81,7 +85,18 @@ def chosen_entry(entry):
     key = (entry.type_path, entry.prepare, entry.canaries)
     result = _results.get(key)
     if result is None:
-        result = _results[key] = _validate(entry)
+        running = (key, threading.get_ident())
+        if running in _validating:
+            # Asked again from inside this key's own validation (a canary read misses the
+            # dispatch table, which recomputes every entry): the fallback serves that nested
+            # read, and the outer call records the result and installs the winner.
+            return entry.fallback
+        _validating.add(running)
+        try:
+            result = _validate(entry)
+        finally:
+            _validating.discard(running)
+        _results[key] = result
     return entry if result.validated else entry.fallback
 
 
