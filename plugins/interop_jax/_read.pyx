@@ -238,7 +238,14 @@ def producer_stream(obj):
         if stream is None:
             obj.block_until_ready()
             return None
-        _capsule_of(obj, stream)       # dropped at once: the stream is ordered
+        try:
+            _capsule_of(obj, stream)   # dropped at once: the stream is ordered
+        except Exception:
+            if not obj.is_deleted():
+                raise
+            # Deleted or donated after a view of it was made: only a live view's hold can ask
+            # (a fresh read refuses a deleted array), and that hold keeps the buffer and made
+            # this very stream wait for jax's writes when it was taken.
         return stream
     except BufferError:
         raise
