@@ -65,6 +65,28 @@ def _accepted(compiler, flag):
     return True
 
 
+def _sanitizer_flags():
+    """Compile and link flags for an opt-in sanitizer build (scripts/sanitize.sh), else none.
+
+    ``INTEROP_CORE_SANITIZE=address,undefined`` builds every module with those sanitizers, with
+    frame pointers and debug lines so that reports name our source lines, and at -O1 (later on
+    the command line than -O3, so it wins) so that inlining does not hide the faulty frame.
+    -fno-wrapv undoes CPython's -fwrapv, under which a signed overflow (an extent product, an
+    offset) silently wraps and UBSan does not look for it.  UBSan reports abort (no recovery)
+    so that one fails the run.  The sanitizer runtimes must be preloaded into the
+    (uninstrumented) interpreter; scripts/sanitize.sh does that.
+    """
+    names = [name.strip() for name in os.environ.get("INTEROP_CORE_SANITIZE", "").split(",")]
+    names = [name for name in names if name]
+    if not names:
+        return [], []
+    sanitize = f"-fsanitize={','.join(names)}"
+    compile_flags = [sanitize, "-fno-omit-frame-pointer", "-g", "-O1", "-fno-wrapv"]
+    if "undefined" in names:
+        compile_flags.append("-fno-sanitize-recover=undefined")
+    return compile_flags, [sanitize]
+
+
 class BuildExt(build_ext):
     """build_ext that adds the optional flags the compiler in use accepts."""
 
@@ -76,8 +98,10 @@ class BuildExt(build_ext):
 
     def build_extensions(self):
         extra = [flag for flag in _STRING_OP_FLAGS if _accepted(self.compiler, flag)]
+        sanitize_compile, sanitize_link = _sanitizer_flags()
         for ext in self.extensions:
-            ext.extra_compile_args = [*ext.extra_compile_args, *extra]
+            ext.extra_compile_args = [*ext.extra_compile_args, *extra, *sanitize_compile]
+            ext.extra_link_args = [*ext.extra_link_args, *sanitize_link]
         super().build_extensions()
 
 

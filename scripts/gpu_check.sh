@@ -2,13 +2,20 @@
 # Build interop-core on a CUDA machine, run the gpu-marked tests (and the rest), run the benchmark
 # suite (python -m interop_core bench), and write everything under $OUT (default: ./gpu_out):
 # environment.txt build.txt gpu_tests.txt examples.txt all_tests.txt bench.txt gpu.md gpu.json
-# gpu.png.
+# gpu.png (and the memcheck files below).
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh [all|tests|suite|bench]
+#   OUT=/some/dir bash scripts/gpu_check.sh [all|tests|suite|bench|memcheck]
 #
 # After the build, `tests` runs the gpu-marked tests and every example, `suite` the whole test
 # suite (host tests included: about 10 minutes on the H100 host), `bench` the benchmarks; `all`
 # runs the three.  Each of `tests` and `bench` fits one 10-minute device call.
+# `memcheck` runs the gpu-marked copy, launch, stream, protocol and jax-reader tests under
+# compute-sanitizer's memcheck (memcheck.PID.txt, memcheck_tests.txt) and sorts its reports into
+# this project's and the frameworks' own (memcheck_attribution.txt; scripts/sanitizers/
+# attribute.py): it fails on a report involving our frames.  GPU_CHECK_MEMCHECK=1 adds it to
+# `all` and `tests`; GPU_CHECK_MEMCHECK_TESTS overrides its test files, COMPUTE_SANITIZER the
+# binary (default: on PATH, else under /usr/local/cuda*).  Bounded by GPU_CHECK_MEMCHECK_TIMEOUT
+# seconds (default 480), so that its logs come back within one device call.
 #
 # Expects the frameworks to be installed already (the GPU machine has torch, cupy, jax, numba-cuda,
 # cuda-core); it installs only this package, without touching dependencies.
@@ -66,6 +73,50 @@ echo "== full test suite on the GPU machine"
 python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" --continue-on-collection-errors 2>&1 \
   | tee "$OUT/all_tests.txt" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+memcheck_wanted=0
+if [ "$step" = memcheck ]; then memcheck_wanted=1; fi
+if [ "${GPU_CHECK_MEMCHECK:-0}" = 1 ] && { [ "$step" = all ] || [ "$step" = tests ]; }; then
+  memcheck_wanted=1
+fi
+if [ "$memcheck_wanted" = 1 ]; then
+echo "== memcheck (compute-sanitizer) over the GPU copy, launch, stream and reader tests"
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer \
+  || ls -d /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
+       2>/dev/null | head -1)}
+if [ -z "$sanitizer" ] || [ ! -x "$sanitizer" ]; then
+  echo "compute-sanitizer not found (set COMPUTE_SANITIZER=/path/to/compute-sanitizer)"
+  status=1
+else
+  # shellcheck disable=SC2206
+  memcheck_tests=(${GPU_CHECK_MEMCHECK_TESTS:-tests/test_copies.py tests/test_launch_gpu.py
+    tests/test_streams.py tests/test_gpu_protocols.py tests/test_cuda_module.py
+    tests/test_plugin_jax.py})
+  rm -f "$OUT"/memcheck.*.txt
+  # Every framework allocation its own driver allocation, so that memcheck knows its bounds
+  # (a pool hides an overrun inside the pool): jax's platform allocator without preallocation,
+  # torch without its caching allocator.  cupy's pool has no switch and stays.
+  # --report-api-errors explicit (the default) reports failed driver calls as well; the host
+  # backtrace tells whose call failed.
+  XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_ALLOCATOR=platform \
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+  timeout -k 30 "${GPU_CHECK_MEMCHECK_TIMEOUT:-480}" \
+    "$sanitizer" --tool memcheck --show-backtrace host --target-processes all \
+    --print-limit 1000 --log-file "$OUT/memcheck.%p.txt" \
+    python3 -m pytest -m gpu -q -rs -p no:cacheprovider "${memcheck_tests[@]}" \
+    > "$OUT/memcheck_tests.txt" 2>&1
+  memcheck_rc=$?
+  tail -5 "$OUT/memcheck_tests.txt"
+  if [ "$memcheck_rc" -eq 124 ] || [ "$memcheck_rc" -eq 137 ]; then
+    echo "memcheck stopped after ${GPU_CHECK_MEMCHECK_TIMEOUT:-480} s (the reports so far follow)"
+  fi
+  [ "$memcheck_rc" -eq 0 ] || status=1
+  python3 scripts/sanitizers/attribute.py "$OUT"/memcheck.*.txt > "$OUT/memcheck_attribution.txt"
+  attribution_rc=$?
+  head -60 "$OUT/memcheck_attribution.txt"
+  [ "$attribution_rc" -eq 0 ] || status=1
+fi
 fi
 
 if [ "$step" = all ] || [ "$step" = bench ]; then

@@ -471,7 +471,9 @@ cdef class LaunchArgs:
         cdef char* p
         # Records first (8-byte aligned), then the three 8-byte arrays, then the byte arrays.
         cdef size_t size = n * (sizeof(ViewRecord) + sizeof(uint64_t) + 2 * sizeof(void*) + 2)
-        if size <= _spare_size:
+        # Not for an empty record: with no spare block it would take the NULL "spare", and the
+        # offsets and memset below on NULL are undefined behaviour (UBSan), even for 0 bytes.
+        if size != 0 and size <= _spare_size:
             self.block = _spare_block
             self.block_size = _spare_size
             _spare_block = NULL

@@ -1139,12 +1139,15 @@ cdef object _find_fields(object torch, list devices):
                           "storage data")
         # The flag StorageImpl sets when its data pointer accesses must run checks (copy-on-write
         # materialization, fake / functional storages): one byte, 0 on plain storages, 1 on
-        # copy-on-write ones.
+        # copy-on-write ones.  The DataPtr's three words (data, deleter, context) are skipped:
+        # they are addresses, and a byte of an address can be 0 on every plain storage and 1 on
+        # every copy-on-write one (AddressSanitizer's allocator puts the copy-on-write contexts
+        # where their fourth byte is 1), which made the search ambiguous.
         plain = [torch.ones(8 + i) for i in range(4)]
         cow = [torch._lazy_clone(torch.ones(8 + i)) for i in range(4)]
         keep.extend(plain + cow)
         check_at = _unique([at for at in range(8, SCAN_STORAGE)
-                            if not data_at <= at < data_at + 8
+                            if not data_at <= at < data_at + 24
                             and all(_u8(t.untyped_storage()._cdata, at) == 0 for t in plain)
                             and all(_u8(t.untyped_storage()._cdata, at) == 1 for t in cow)],
                            "storage access check")
