@@ -195,6 +195,14 @@ def read_with_dlpack(obj, stream=None):
             raise BufferError(f"cannot view a jax array on {next(iter(devices))}: that device "
                               "belongs to another jax process, so its memory is not "
                               "addressable here")
+        if stream is None:
+            # DLPack's "no synchronisation" (stream=-1) reaches cuStreamWaitEvent as a handle in
+            # jaxlib (CUDA_ERROR_INVALID_HANDLE, which the core would retry with None: a host
+            # wait).  Device memory is ordered before jax's own stream for external ready
+            # events instead, as the holds are: no host wait, no invalid handle.
+            device = next(iter(devices))
+            if (<tuple> _resolve_device(device, sharding.memory_kind))[0] != KDL_CPU:
+                stream = _jax_stream(device)
         return StridedMemoryView.from_dlpack(obj, stream)
     except BufferError:
         raise
