@@ -769,3 +769,20 @@ def test_numba_gets_a_copy_of_device_memory_with_negative_strides(torch_cuda):
     assert out.copy_to_host().tolist() == base.flip(0).cpu().tolist()
     with pytest.raises(BufferError, match="negative strides"):
         interop_core.to(view(base)[::-1], "numba", copy=False)
+
+
+@pytest.mark.gpu
+def test_jax_on_a_gpu_takes_device_memory_at_any_element_offset(torch_cuda):
+    # jaxlib copies only host memory it cannot alias; device memory at an offset of one
+    # element (a slice of a tensor) must be imported as it is, or the limits need a device
+    # alignment too.
+    jax = pytest.importorskip("jax")
+    try:
+        jax.devices("gpu")
+    except RuntimeError:
+        pytest.skip("jax has no GPU backend here")
+    torch = torch_cuda
+    base = torch.arange(9.0, device="cuda")
+    out = interop_core.to(base[1:], "jax", copy=False)
+    assert out.unsafe_buffer_pointer() == base[1:].data_ptr()
+    np.testing.assert_array_equal(np.asarray(out), base[1:].cpu().numpy())

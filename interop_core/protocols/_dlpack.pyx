@@ -162,12 +162,16 @@ cdef extern from *:
     static inline int interop_add_i64_overflows(int64_t a, int64_t b, int64_t *out) {
         return __builtin_add_overflow(a, b, out);
     }
+    static inline int interop_sub_i64_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_sub_overflow(a, b, out);
+    }
     static inline int interop_add_u64_overflows(uint64_t a, uint64_t b, uint64_t *out) {
         return __builtin_add_overflow(a, b, out);
     }
     """
     bint interop_mul_i64_overflows(int64_t a, int64_t b, int64_t* out) noexcept nogil
     bint interop_add_i64_overflows(int64_t a, int64_t b, int64_t* out) noexcept nogil
+    bint interop_sub_i64_overflows(int64_t a, int64_t b, int64_t* out) noexcept nogil
     bint interop_add_u64_overflows(uint64_t a, uint64_t b, uint64_t* out) noexcept nogil
 
 
@@ -179,7 +183,7 @@ cdef str _layout_text(const DLTensor* t, int64_t itemsize):
             f"strides={strides}, itemsize={itemsize}")
 
 
-cdef int _check_dltensor(const DLTensor* t, int64_t itemsize) except -1:
+cdef inline int _check_dltensor(const DLTensor* t, int64_t itemsize) except -1:
     """Refuse a DLTensor whose description cannot be used as it stands: ndim out of range, a
     NULL shape, negative extents, a pointer that wraps (data + byte_offset), a size in bytes or
     a stride reach that overflows int64, or elements outside the address space.  `itemsize` is
@@ -188,44 +192,48 @@ cdef int _check_dltensor(const DLTensor* t, int64_t itemsize) except -1:
     cdef int i
     cdef uint64_t start, last
     cdef int64_t extent, term
-    cdef int64_t size = itemsize      # bytes of all elements
-    cdef int64_t ahead = 0            # bytes from the first element to the furthest forward
-    cdef int64_t behind = 0           # bytes from the first element to the furthest backward
-    cdef bint empty = False, too_big = False
+    cdef int64_t count = 1            # elements, then bytes of all elements
+    cdef int64_t ahead = 0            # elements (then bytes) from the first to the furthest forward
+    cdef int64_t behind = 0           # elements (then bytes) from the first to the furthest back
+    # One pass, flags instead of branches: this runs on every capsule read.
+    cdef bint negative = False, empty = False, too_big = False, too_far = False
     if ndim < 0 or ndim > MAX_NDIM:
         raise BufferError(f"DLPack tensor has ndim={ndim}; interop-core supports 0..{MAX_NDIM}")
     if ndim > 0 and t.shape == NULL:
         raise BufferError(f"DLPack tensor has ndim={ndim} but a NULL shape")
     for i in range(ndim):
         extent = t.shape[i]
-        if extent < 0:
-            raise BufferError(f"DLPack tensor has a negative extent {extent} in dimension {i} "
-                              f"of its shape")
+        negative |= extent < 0
         empty |= extent == 0
-        too_big |= interop_mul_i64_overflows(size, extent, &size)
+        too_big |= interop_mul_i64_overflows(count, extent, &count)
+        if t.strides != NULL:
+            too_far |= interop_mul_i64_overflows(extent - 1, t.strides[i], &term)
+            if term >= 0:
+                too_far |= interop_add_i64_overflows(ahead, term, &ahead)
+            else:                     # behind - INT64_MIN overflows: caught here
+                too_far |= interop_sub_i64_overflows(behind, term, &behind)
+    if negative:
+        for i in range(ndim):
+            if t.shape[i] < 0:
+                raise BufferError(f"DLPack tensor has a negative extent {t.shape[i]} in "
+                                  f"dimension {i} of its shape")
     if interop_add_u64_overflows(<uintptr_t> t.data, t.byte_offset, &start):
         raise BufferError(f"DLPack tensor's data pointer plus byte_offset wraps past the end of "
                           f"the address space ({_layout_text(t, itemsize)})")
     if empty:
         return 0                      # no element: no address is ever formed
-    if too_big:
+    if too_big or interop_mul_i64_overflows(count, itemsize, &count):
         raise BufferError(f"DLPack tensor's shape holds more than 2**63-1 bytes "
                           f"({_layout_text(t, itemsize)})")
     if t.strides == NULL:
-        ahead = size - itemsize       # C-contiguous
+        ahead = count - itemsize      # C-contiguous
+    elif (too_far or ahead > INT64_MAX - behind
+            or interop_mul_i64_overflows(ahead + behind, itemsize, &term)):
+        raise BufferError(f"DLPack tensor's strides reach more than 2**63-1 bytes "
+                          f"({_layout_text(t, itemsize)})")
     else:
-        for i in range(ndim):
-            # (extent - 1) * stride * itemsize bytes; |INT64_MIN| does not fit either.
-            too_big = (interop_mul_i64_overflows(t.shape[i] - 1, t.strides[i], &term)
-                       or interop_mul_i64_overflows(term, itemsize, &term) or term == INT64_MIN)
-            if not too_big:
-                if term > 0:
-                    too_big = interop_add_i64_overflows(ahead, term, &ahead)
-                else:
-                    too_big = interop_add_i64_overflows(behind, -term, &behind)
-            if too_big or ahead > INT64_MAX - behind:
-                raise BufferError(f"DLPack tensor's strides reach more than 2**63-1 bytes "
-                                  f"({_layout_text(t, itemsize)})")
+        ahead *= itemsize             # both fit: so does their sum
+        behind *= itemsize
     if (start < <uint64_t> behind
             or interop_add_u64_overflows(start, <uint64_t> ahead + <uint64_t> (itemsize - 1),
                                          &last)):

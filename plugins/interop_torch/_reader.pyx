@@ -1388,6 +1388,28 @@ ctypedef struct ExchangeAPI:
 ctypedef struct ManagedTensorVersionedHead:
     DLPackVersion version             # a DLManagedTensorVersioned begins with its version
 
+ctypedef struct DLDevice:
+    int32_t device_type
+    int32_t device_id
+
+ctypedef struct DLTensor:
+    void* data
+    DLDevice device
+    int32_t ndim
+    uint8_t dtype_code
+    uint8_t dtype_bits
+    uint16_t dtype_lanes
+    int64_t* shape
+    int64_t* strides                  # in elements; NULL for row-major
+    uint64_t byte_offset
+
+ctypedef struct ManagedTensorVersioned:
+    DLPackVersion version
+    void* manager_ctx
+    void (*deleter)(ManagedTensorVersioned* self) noexcept
+    uint64_t flags
+    DLTensor dl_tensor
+
 
 cdef extern from *:
     """
@@ -1450,33 +1472,35 @@ cdef enum:
     KDL_CUDA_HOST = 3
     KDL_CUDA_MANAGED = 13
 
-# The core's helper table (describe_view), for the exporter's own layout guard.
-cdef const interop_core_api* _export_api = interop_core_import_api(sizeof(interop_core_api))
-
-
-cdef int _layout_torch_refuses(const interop_core_tensor_info* info) noexcept:
+cdef int _layout_torch_refuses(const DLTensor* t) noexcept:
     """Whether torch's DLPack import would abort the process on this layout: 1 for negative
     strides, 2 for a span beyond int64 bytes, else 0.
 
     torch computes the storage a tensor spans assuming strides >= 0, with an overflow check
     that throws a C++ exception through its noexcept DLPack entry points (std::terminate).
-    to() checks the same through the plugin's ImportLimits and copies such views; this guard
-    keeps a direct call of the exporter from taking the process down.
+    to() checks the same through the plugin's ImportLimits and copies such views; this guard,
+    on the DLPack tensor about to be handed over, keeps a direct call of the exporter from
+    taking the process down.
     """
     cdef int i
-    cdef int64_t reach = 0, step
-    for i in range(info.ndim):
-        if info.shape[i] == 0:
+    cdef int64_t reach = 0, step, row = 1
+    for i in range(t.ndim):
+        if t.shape[i] == 0:
             return 0
-    for i in range(info.ndim):
-        if info.shape[i] > 1 and info.strides[i] < 0:
-            return 1
-        if (__builtin_mul_overflow(info.shape[i] - 1, info.strides[i], &step)
+    for i in range(t.ndim - 1, -1, -1):
+        if t.strides != NULL:
+            if t.shape[i] > 1 and t.strides[i] < 0:
+                return 1
+            step = t.strides[i]
+        else:                           # NULL strides: row-major
+            step = row
+            if __builtin_mul_overflow(row, t.shape[i], &row):
+                return 2
+        if (__builtin_mul_overflow(t.shape[i] - 1, step, &step)
                 or __builtin_add_overflow(reach, step, &reach)):
             return 2
     if (__builtin_add_overflow(reach, 1, &reach)
-            or __builtin_mul_overflow(reach, (info.dtype_bits * info.dtype_lanes + 7) // 8,
-                                      &reach)):
+            or __builtin_mul_overflow(reach, (t.dtype_bits * t.dtype_lanes + 7) // 8, &reach)):
         return 2
     return 0
 
@@ -1496,22 +1520,6 @@ cdef extern from *:
     """
     bint __builtin_mul_overflow "ic_torch_mul_ovf"(int64_t a, int64_t b, int64_t* out) noexcept
     bint __builtin_add_overflow "ic_torch_add_ovf"(int64_t a, int64_t b, int64_t* out) noexcept
-
-
-cdef object _as_torch_device(object view):
-    """`view`, or a twin over the same memory (holding it) on the DLPack device torch names
-    that memory by: pinned host memory is a CPU tensor's, managed memory a CUDA tensor's
-    (torch's DLPack import knows neither device type)."""
-    cdef int device_type = view.device_type
-    if device_type == KDL_CUDA_HOST:
-        device = (1, 0)
-    elif device_type == KDL_CUDA_MANAGED:
-        device = (2, view.device_id)
-    else:
-        return view
-    return StridedMemoryView.from_pointer(view.ptr, view.shape, view.strides,
-                                          dtype=view.dlpack_dtype, device=device,
-                                          readonly=view.readonly, owner=view)
 
 
 def to_torch(view, stream=None):
@@ -1542,27 +1550,29 @@ def to_torch(view, stream=None):
     """
     cdef void* tensor = NULL
     cdef void* out = NULL
-    cdef interop_core_tensor_info info
+    cdef DLTensor* described
     cdef int refused
     if type(view) is not StridedMemoryView:
         raise TypeError(f"to_torch() takes a StridedMemoryView, got {type(view).__name__}")
-    if _export_api.describe_view(<PyObject*> view, &info) != 0:
-        _raise_pending("the core's describe_view")
-    refused = _layout_torch_refuses(&info)
-    if refused:
-        raise BufferError(_layout_refusal(view, refused))
-    if info.device_type == KDL_CUDA_HOST or info.device_type == KDL_CUDA_MANAGED:
-        view = _as_torch_device(view)
     if _export_path != EXPORT_EXCHANGE_API:
         if _export_path == EXPORT_UNCHOSEN:
             _choose_export_path()
         if _export_path == EXPORT_FROM_DLPACK:
-            try:
-                return _torch.from_dlpack(view)
-            except RuntimeError as exc:
-                raise BufferError(_torch_refusal(view, exc)) from exc
+            return _through_from_dlpack(view)
     if _view_table.managed_tensor_from_py_object_no_sync(<void*> view, &tensor) != 0:
         _raise_pending("the view's managed_tensor_from_py_object_no_sync")
+    described = &(<ManagedTensorVersioned*> tensor).dl_tensor
+    refused = _layout_torch_refuses(described)
+    if refused:
+        (<ManagedTensorVersioned*> tensor).deleter(<ManagedTensorVersioned*> tensor)
+        raise BufferError(_layout_refusal(view, refused))
+    # torch's import knows neither pinned nor managed memory: pinned host memory is a CPU
+    # tensor's, managed memory a CUDA tensor's (the address is the same either way).
+    if described.device.device_type == KDL_CUDA_HOST:
+        described.device.device_type = 1
+        described.device.device_id = 0
+    elif described.device.device_type == KDL_CUDA_MANAGED:
+        described.device.device_type = 2
     # Offer torch no newer DLPack minor version than its table declares.
     if (<ManagedTensorVersionedHead*> tensor).version.minor > _torch_minor:
         (<ManagedTensorVersionedHead*> tensor).version.minor = _torch_minor
@@ -1577,6 +1587,22 @@ def to_torch(view, stream=None):
     return _steal(out)
 
 
+cdef object _through_from_dlpack(object view):
+    """torch.from_dlpack(view) (torch without the exchange table), with the same guard."""
+    if any(step < 0 and extent > 1 for step, extent in zip(view.strides, view.shape,
+                                                           strict=True)):
+        raise BufferError(_layout_refusal(view, 1))
+    if view.device_type == KDL_CUDA_HOST or view.device_type == KDL_CUDA_MANAGED:
+        view = StridedMemoryView.from_pointer(
+            view.ptr, view.shape, view.strides, dtype=view.dlpack_dtype,
+            device=(1, 0) if view.device_type == KDL_CUDA_HOST else (2, view.device_id),
+            readonly=view.readonly, owner=view)
+    try:
+        return _torch.from_dlpack(view)
+    except RuntimeError as exc:
+        raise BufferError(_torch_refusal(view, exc)) from exc
+
+
 cdef str _torch_refusal(object view, object exc):
     said = str(exc).split("\n", 1)[0]          # torch's first line; the rest is a C++ trace
     return (f"torch cannot import this view (DLPack dtype {view.dlpack_dtype} on DLPack "
@@ -1586,7 +1612,7 @@ cdef str _torch_refusal(object view, object exc):
 # What torch's DLPack import takes (found by experiment on torch 2.13, every DLPack layout,
 # dtype and device type handed to it in a subprocess): any strides >= 0 (zero and overlapping
 # ones too); negative strides and spans beyond int64 abort the process.  Device types: CPU,
-# CUDA, ROCm, Metal, oneAPI, and pinned / managed memory through _as_torch_device.  Element
+# CUDA, ROCm, Metal, oneAPI, and pinned / managed memory (to_torch renames them).  Element
 # types it lacks raise RuntimeError, which to_torch turns into BufferError.
 def import_limits():
     """The :class:`interop_core.ImportLimits` of ``to(x, "torch")``.
