@@ -681,10 +681,6 @@ def _accessor_cases(dev: str, obj: object, fw: str) -> list[Case]:
     return cases
 
 
-def _not_applicable(settings: Settings) -> tuple[None, str, dict]:
-    return None, "not applicable (needs a GPU)", {}
-
-
 def _bare_cu_launch_kernel():
     """libcuda's cuLaunchKernel through ctypes (the floor a launcher is measured against)."""
     import ctypes
@@ -807,9 +803,9 @@ def _kernel_launch_cases(device: str, quick: bool) -> list[Case]:
     if "cuda" not in _devices(device):
         return [Case("launch", "triton launch (4 / 16 args)",
                      "interop_core triton_kernel beside Triton kernel[grid](...)",
-                     runner=_not_applicable, ours=True),
+                     ours=True, not_applicable="needs a GPU"),
                 Case("launch", "public launch (PTX, 4 torch args)",
-                     "interop_core Kernel.launch", runner=_not_applicable, ours=True)]
+                     "interop_core Kernel.launch", ours=True, not_applicable="needs a GPU")]
     cases = []
     if _installed("torch"):
         import torch

@@ -329,6 +329,11 @@ cdef object _producer_stream(object obj, object stream):
         device = obj.__dlpack_device__()
     except AttributeError:
         return None
+    except (TypeError, ValueError, BufferError):
+        raise       # the producer's own refusal, as it is
+    except Exception as exc:
+        raise BufferError(f"{type(obj).__name__}.__dlpack_device__() raised "
+                          f"{type(exc).__name__}: {exc}") from exc
     cdef long device_type = _device_type_of(obj, device)
     if device_type == kDLCUDA:
         if not sync:
@@ -348,6 +353,7 @@ cdef long _device_type_of(object obj, object device) except? -1:
             and type(<object> PyTuple_GET_ITEM(device, 0)) is int
             and type(<object> PyTuple_GET_ITEM(device, 1)) is int):
         item = <object> PyTuple_GET_ITEM(device, 0)
+        ordinal = <object> PyTuple_GET_ITEM(device, 1)
     else:
         try:
             kind, ordinal = device
@@ -359,9 +365,12 @@ cdef long _device_type_of(object obj, object device) except? -1:
                 f"{type(obj).__name__}.__dlpack_device__() returned {device!r}; DLPack asks "
                 "for a (device_type, device_id) pair of ints, e.g. (1, 0) for the CPU") from None
         item = kind
-    if not -(1 << 31) <= item < (1 << 31):
+    if not 0 <= item < (1 << 31):
         raise ValueError(f"{type(obj).__name__}.__dlpack_device__() returned {device!r}: device "
                          f"type {item} is not a DLPack device type")
+    if not 0 <= ordinal < (1 << 31):
+        raise ValueError(f"{type(obj).__name__}.__dlpack_device__() returned {device!r}: device "
+                         f"id {ordinal} is not a device ordinal (0 to 2**31 - 1)")
     return item
 
 
