@@ -151,7 +151,8 @@ cdef int _raise_if_deleted(object obj, object exc) except -1:
 
 
 def reader_capsule():
-    """The accessor reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2).
+    """The reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2): every read
+    holds the array's buffer (a ``BufferHold`` as the view's keep-alive).
 
     Returns
     -------
