@@ -142,6 +142,8 @@ _TO_GROUP = re.compile(r"^to\((?P<source>.+), '(?P<target>[\w.]+)'\)$")
 
 SECTION_TITLES = {
     "view": "view() without stream synchronisation",
+    "from": "the StridedMemoryView.from_* constructors and the cuda.core compat layer beside "
+            "view() and cuda.core's own",
     "readers": "first-party plugin readers against their fallbacks and the generic path",
     "stream": "view() with a consumer stream (ordered after the producer)",
     "to": "to(): zero-copy handoff between frameworks",
