@@ -1,5 +1,5 @@
 # Cython declarations of the public C ABI for compiled readers and exporters
-# (include/interop_core.h, version 3).
+# (include/interop_core.h, version 4).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
@@ -63,5 +63,8 @@ cdef extern from "interop_core.h":
         PyObject* (*legacy_capsule_for_immutable_consumer)(PyObject* view) noexcept
         PyObject* (*view_from_info)(PyObject* obj, interop_core_tensor_info* info) noexcept
         int (*describe_view)(PyObject* view, interop_core_tensor_info* out) noexcept
+        # version 4: check `size` before calling it
+        PyObject* (*deferred_keepalive)(int (*acquire)(PyObject* state, PyObject** held) noexcept,
+                                        PyObject* state) noexcept
 
     const interop_core_api* interop_core_import_api(uint32_t min_size) except NULL

@@ -426,9 +426,16 @@ cpu = platform == "cpu"
 # stream of torch's, kept for the whole run.
 consumer = 0 if cpu else (torch.cuda.Stream() if torch is not None and torch.cuda.is_available()
                           else None)
+def used(v):
+    """A view whose memory was used (its address read): from then on it holds the buffer."""
+    v.ptr
+    return v
+
+
 # path -> (make the array, make what is kept from it, read what it shows), or a reason to skip
 PATHS = {
-    "view": (single, interop_core.view, host),
+    "view": (single, lambda x: used(interop_core.view(x)), host),
+    "view never used before the event": (single, interop_core.view, host),
     "to numpy": (single, lambda x: interop_core.to(x, "numpy"), np.asarray) if cpu
                 else "host memory only",
     "to torch": (single, lambda x: interop_core.to(x, "torch"),
@@ -446,7 +453,7 @@ PATHS = {
     "buffer protocol of the view": (single, lambda x: memoryview(interop_core.view(x)),
                                     lambda m: np.frombuffer(m, np.float32)) if cpu
                                    else "host memory only",
-    "copy_to of the view": (single, interop_core.view, host),
+    "copy_to of the view": (single, lambda x: used(interop_core.view(x)), host),
     "view(stream=)": (single, lambda x: interop_core.view(x, stream=consumer), host)
                      if consumer is not None else "no CUDA torch for a consumer stream",
     "launch_args": (single, lambda x: interop_core.launch_args([x]),
@@ -485,9 +492,14 @@ for name, case in PATHS.items():
     junk = [jax.device_put(np.full(N, 777, np.float32), d) for d in devices for _ in range(10)]
     for j in junk:
         j.block_until_ready()
-    shown = read(kept)
-    result = {"equal": bool(np.array_equal(shown, expected)), "first": shown[:4].tolist(),
-              "deleted": x.is_deleted(), "donated_while_kept": donated}
+    try:
+        shown = read(kept)
+    except BufferError as exc:       # the memory was never used before it was freed
+        result = {"refused": str(exc), "deleted": x.is_deleted(), "donated_while_kept": donated}
+        shown = None
+    else:
+        result = {"equal": bool(np.array_equal(shown, expected)), "first": shown[:4].tolist(),
+                  "deleted": x.is_deleted(), "donated_while_kept": donated}
     del kept, shown, junk
     gc.collect()
     if event == "donate" and not x.is_deleted():
@@ -519,8 +531,8 @@ def _jax_lifetime(platform, event):
     return found
 
 
-JAX_PATHS = ["view", "to numpy", "to torch", "to jax", "__dlpack__ of the view",
-             "__array_interface__ of the view", "buffer protocol of the view",
+JAX_PATHS = ["view", "view never used before the event", "to numpy", "to torch", "to jax",
+             "__dlpack__ of the view", "__array_interface__ of the view", "buffer protocol of the view",
              "copy_to of the view", "view(stream=)", "launch_args", "shards",
              "to(shards, 'jax')"]
 
@@ -529,6 +541,16 @@ def _check_jax_lifetime(platform, event, path):
     got = _jax_lifetime(platform, event)[path]
     if "skip" in got:
         pytest.skip(got["skip"])
+    if path == "view never used before the event":
+        # The view holds nothing until its memory is first used: jax frees or donates the
+        # buffer, and that first use refuses instead of reading freed memory.
+        assert "refused" in got, f"after {event}, an unused view showed {got.get('first')}"
+        assert "deleted or donated" in got["refused"] and "first used" in got["refused"]
+        assert got["deleted"]
+        if event == "donate":
+            assert got["donated_while_kept"] is True
+        return
+    assert "refused" not in got, got.get("refused")
     assert got["equal"], f"after {event}, the {path} showed {got['first']}... (freed memory)"
     if event == "delete":
         assert got["deleted"]          # jax deleted the array; the memory stayed

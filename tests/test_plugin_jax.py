@@ -675,6 +675,7 @@ def test_an_array_jax_cannot_export_is_refused_rather_than_viewed_without_a_hold
 def test_a_donation_jax_declined_leaves_every_view_reading_the_original():
     x = jnp.arange(8.0)
     v = interop_core.view(x)
+    assert v.ptr            # the memory is used: from here on the view holds the buffer
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # jax may say it could not donate
         doubled = jax.jit(lambda a: a * 2, donate_argnums=0)(x)
@@ -706,6 +707,7 @@ def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
     x = _pending_on_the_gpu(gpu)
     if entry_point == "view":
         out = interop_core.view(x)
+        assert out.ptr      # the hold is taken at the first use of the memory
     elif entry_point == "to jax":
         out = interop_core.to(x, "jax")
     else:
@@ -725,6 +727,7 @@ def test_a_gpu_array_held_by_a_view_is_not_donated():
 
     x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), gpu)
     v = interop_core.view(x)
+    assert v.ptr            # the memory is used: from here on the view holds the buffer
     donate = jax.jit(lambda a: a * 2, donate_argnums=0)
     try:
         donate(x).block_until_ready()
@@ -761,3 +764,66 @@ def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
     v.copy_to(host)
     np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
     del junk
+
+
+# --- holds taken at the memory's first use ----------------------------------------------------
+
+
+def test_a_view_holds_nothing_until_its_memory_is_used():
+    x = jnp.arange(8, dtype=jnp.float32)
+    v = interop_core.view(x)
+    assert (v.shape, v.dtype, v.readonly) == ((8,), np.float32, True)
+    jax.jit(lambda a: a * 2, donate_argnums=0)(x)       # nothing holds the buffer: donated
+    assert x.is_deleted()
+    with pytest.raises(BufferError, match="deleted or donated .* before its memory was first used"):
+        _ = v.ptr
+    with pytest.raises(BufferError, match="first used"):
+        interop_core.to(v, "numpy")
+
+
+def test_a_view_used_once_keeps_the_buffer_through_delete():
+    x = jax.device_put(np.arange(4096, dtype=np.float32))
+    v = interop_core.view(x)
+    column = v[1:]
+    assert column.ptr == x.unsafe_buffer_pointer() + 4  # a slice's first use holds for both
+    x.delete()
+    junk = [jax.device_put(np.full(4096, 777, np.float32)) for _ in range(20)]
+    np.testing.assert_array_equal(np.from_dlpack(v)[:4], [0, 1, 2, 3])
+    del junk
+
+
+def test_a_view_whose_array_was_replaced_before_first_use_refuses():
+    x = jnp.arange(4.0)
+    v = interop_core.view(x)
+    x._replace_with(jnp.arange(4.0) + 10)    # what jax's mutable arrays do underneath
+    with pytest.raises(BufferError, match="replaced"):
+        _ = v.ptr
+    np.testing.assert_array_equal(interop_core.to(interop_core.view(x), "numpy"), [10, 11, 12, 13])
+
+
+@pytest.mark.parametrize("use", ["ptr", "__dlpack__", "__array_interface__", "buffer protocol",
+                                 "copy_to", "copy_from source", "to numpy", "to torch",
+                                 "launch_args", "sync", "a slice's ptr"])
+def test_every_use_of_a_view_of_a_deleted_array_refuses_and_writes_nothing(use):
+    x = jax.device_put(np.arange(6, dtype=np.float32))
+    v = interop_core.view(x)
+    destination = np.full(6, -1.0, np.float32)
+    uses = {
+        "ptr": lambda: v.ptr,
+        "__dlpack__": lambda: v.__dlpack__(),
+        "__array_interface__": lambda: v.__array_interface__,
+        "buffer protocol": lambda: memoryview(v),
+        "copy_to": lambda: v.copy_to(destination),
+        "copy_from source": lambda: interop_core.view(destination).copy_from(v),
+        "to numpy": lambda: interop_core.to(v, "numpy"),
+        "to torch": lambda: interop_core.to(v, "torch"),
+        "launch_args": lambda: interop_core.launch_args([v]),
+        "sync": lambda: v.sync(0),
+        "a slice's ptr": lambda: v[2:].ptr,
+    }
+    if use == "to torch":
+        pytest.importorskip("torch")
+    x.delete()
+    with pytest.raises(BufferError, match="deleted or donated"):
+        uses[use]()
+    np.testing.assert_array_equal(destination, -1.0)

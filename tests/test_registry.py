@@ -613,7 +613,9 @@ class CoreApi(ctypes.Structure):
                 ("view_from_info", ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object,
                                                      ctypes.POINTER(TensorInfo))),
                 ("describe_view", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
-                                                    ctypes.POINTER(TensorInfo)))]
+                                                    ctypes.POINTER(TensorInfo))),
+                ("deferred_keepalive", ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p,
+                                                         ctypes.py_object))]
 
 
 def _core_api():
@@ -623,9 +625,9 @@ def _core_api():
                        ctypes.POINTER(CoreApi)).contents
 
 
-def test_the_core_api_table_is_version_3_and_converts_dtypes():
+def test_the_core_api_table_is_version_4_and_converts_dtypes():
     api = _core_api()
-    assert api.abi_version == 3 and api.size == ctypes.sizeof(CoreApi)
+    assert api.abi_version == 4 and api.size == ctypes.sizeof(CoreApi)
     code, bits, lanes = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
     assert api.dtype_of(np.dtype("complex64"), code, bits, lanes) == 0
     assert (code.value, bits.value, lanes.value) == (5, 64, 1)
@@ -757,7 +759,7 @@ def test_the_header_is_where_get_include_says():
 
     header = os.path.join(interop_core.get_include(), "interop_core.h")
     text = open(header).read()
-    assert "#define INTEROP_CORE_ABI_VERSION 3" in text
+    assert "#define INTEROP_CORE_ABI_VERSION 4" in text
     assert "interop_core.reader_v2" in text and "interop_core._C_API" in text
 
 
@@ -1137,3 +1139,60 @@ def test_a_declaration_that_never_resolves_does_not_flush_cached_decisions(regis
         assert _registry.entry_for(np.ndarray) is cached
     finally:
         del sys.modules["ic_fake_pkg"]
+
+
+# --- keep-alives taken at the memory's first use (the table's deferred_keepalive) ------------
+
+# What a plugin's acquire function is, in C: int acquire(PyObject* state, PyObject** held).
+ACQUIRE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(ctypes.c_void_p))
+
+
+class _Producer:
+    """Stands for a framework whose hold is costly: counts holds, can free its memory."""
+
+    def __init__(self, a):
+        self.array, self.holds = a, 0
+
+    def acquire(self, state, held):
+        # (A failing acquire sets an exception, which a ctypes callback cannot leave set: the
+        # jax plugin's tests cover that side, with arrays deleted before a view's first use.)
+        self.holds += 1
+        anchor = _Anchor()
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(anchor))    # the new reference handed over
+        held[0] = id(anchor)
+        return 0
+
+
+def _deferred_view(producer, state="state"):
+    api = _core_api()
+    acquire = ACQUIRE(producer.acquire)
+    keepalive = api.deferred_keepalive(ctypes.cast(acquire, ctypes.c_void_p), state)
+    assert type(keepalive).__name__ == "DeferredKeepalive" and not keepalive.taken
+    info, held = _info_over(producer.array, keepalive=keepalive)
+    return api.view_from_info(producer.array, ctypes.byref(info)), keepalive, acquire
+
+
+def test_a_deferred_keepalive_is_taken_once_at_the_first_use_of_the_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    producer = _Producer(a)
+    v, keepalive, acquire = _deferred_view(producer)
+    # Metadata is not a use of the memory.
+    assert (v.shape, v.strides, v.dtype, v.device_type, v.readonly) == (
+        (3, 4), (4, 1), np.float32, 1, True)
+    column = v[:, 1]
+    assert producer.holds == 0 and not keepalive.taken
+    assert column.ptr == a.ctypes.data + 4          # a view sliced from it: the same hold
+    assert producer.holds == 1 and keepalive.taken
+    assert v.ptr == a.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(v), a)
+    np.testing.assert_array_equal(interop_core.to(column, "numpy"), a[:, 1])
+    assert producer.holds == 1
+
+
+def test_a_deferred_keepalive_needs_a_function_and_a_state():
+    api = _core_api()
+    with pytest.raises(TypeError, match="acquire function"):
+        api.deferred_keepalive(None, "state")
+    with pytest.raises(TypeError, match="made by plugins"):
+        type(api.deferred_keepalive(ctypes.cast(ACQUIRE(lambda s, h: 0), ctypes.c_void_p),
+                                    "s"))()

@@ -289,6 +289,12 @@ def _view_peers(fw: str, obj: object, device: str) -> list[tuple[str, Callable[[
     return peers
 
 
+def _view_then_ptr(view: Callable, obj: object) -> Callable[[], object]:
+    def view_then_ptr():
+        return view(obj).ptr
+    return view_then_ptr
+
+
 # -- sections ---------------------------------------------------------------------------------
 
 def _section_view(device: str, quick: bool) -> list[Case]:
@@ -300,6 +306,11 @@ def _section_view(device: str, quick: bool) -> list[Case]:
             group = f"view({fw} {dev})"
             cases.append(Case("view", group, "interop_core view()", bound(view, obj),
                               ours=True))
+            if fw == "jax":
+                # A jax view holds the buffer from the first use of its memory: this line is
+                # the view with that hold taken (jax's external reference, as __dlpack__ takes).
+                cases.append(Case("view", group, "interop_core view() then .ptr (memory held)",
+                                  _view_then_ptr(view, obj), ours=True))
             if hasattr(obj, "__dlpack__"):
                 cases.append(Case("view", group, "interop_core StridedMemoryView.from_dlpack",
                                   bound(StridedMemoryView.from_dlpack, obj), ours=True))

@@ -33,6 +33,7 @@ from ..core._layout cimport (
 from ..core._record cimport MAX_NDIM, extents_copy
 from ..core._view cimport (
     StridedMemoryView,
+    hold_memory,
     install_copy_views,
     knows_producer_stream,
     order_view,
@@ -590,6 +591,10 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
     cdef int device_id, cuda_device
     cdef int64_t dense
     cdef uintptr_t dst_addr, src_addr
+    # Both memories are used from here on (a view whose hold was deferred takes it now, or
+    # raises BufferError for memory freed since: before anything is written).
+    hold_memory(src)
+    hold_memory(dst)
     if dst.rec.readonly:
         raise BufferError("copy: the destination is read-only")
     if (dst.rec.dtype.code != src.rec.dtype.code or dst.rec.dtype.bits != src.rec.dtype.bits

@@ -1,8 +1,23 @@
+from cpython.object cimport PyObject
 from libc.stdint cimport intptr_t, uintptr_t
 
 from ._record cimport ViewRecord
 
-from cpython.object cimport PyObject
+
+# A keep-alive taken on first use of the memory (interop_core.h: `deferred_keepalive`).  A
+# reader whose hold costs more than the rest of its read (jax's external reference on a buffer)
+# hands the view one of these instead: the view's metadata is exact from the start, and the
+# hold is taken, once, before anything uses the memory -- its address read, an export, a copy,
+# a launch.  `acquire` then fails with a BufferError where the memory is gone (a jax array
+# deleted or donated in between): no use ever reaches freed memory.
+ctypedef int (*acquire_keepalive_t)(PyObject* state, PyObject** held) noexcept
+
+cdef class DeferredKeepalive:
+    cdef acquire_keepalive_t acquire  # the plugin's: 0 and `held` a new reference, or -1 with
+                                      # an exception set; called with the GIL held
+    cdef object state                 # owned: what `acquire` reads (the plugin's own object)
+    cdef object held                  # owned: what `acquire` returned; None until first use
+    cdef int take(self) except -1
 
 
 cdef class StridedMemoryView:
@@ -93,3 +108,26 @@ cdef object view_through(int protocol, object obj, object stream)
 # `protocol` (PROTOCOL_NONE: the protocol from_any would choose), or None for the protocol path.
 ctypedef object (*fast_from_t)(object obj, object stream, int protocol)
 cdef void install_fast_from(fast_from_t fast_from) noexcept
+
+
+# Before the memory of `v` is used (its address handed out, exported, copied, launched on):
+# takes a deferred keep-alive (DeferredKeepalive) if the view has one not yet taken.  A type
+# comparison for every other view.
+cdef inline int hold_memory(StridedMemoryView v) except -1:
+    if type(v._keepalive) is DeferredKeepalive:
+        if (<DeferredKeepalive> v._keepalive).held is None:
+            return (<DeferredKeepalive> v._keepalive).take()
+    return 0
+
+# What keeps the memory behind a reader's keep-alive alive once it is used: a deferred one is
+# taken first (its hold returned); a view's deferred keep-alive likewise; anything else as is.
+cdef inline object used_keepalive(object keepalive):
+    if type(keepalive) is DeferredKeepalive:
+        if (<DeferredKeepalive> keepalive).held is None:
+            (<DeferredKeepalive> keepalive).take()
+        return (<DeferredKeepalive> keepalive).held
+    return keepalive
+
+# A new DeferredKeepalive (the ABI's `deferred_keepalive`): a new reference, or NULL with an
+# exception set.
+cdef PyObject* new_deferred_keepalive(acquire_keepalive_t acquire, PyObject* state) except NULL

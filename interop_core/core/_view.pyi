@@ -4,7 +4,15 @@ from typing import Any, ClassVar
 from ._key import LaunchKey
 from ._layout import StridedLayout
 
-__all__ = ["StridedMemoryView", "Buffer"]
+__all__ = ["StridedMemoryView", "Buffer", "DeferredKeepalive"]
+
+class DeferredKeepalive:
+    """What keeps a view's memory alive, taken when the memory is first used (made by plugins'
+    readers through the C ABI's ``deferred_keepalive``; never by hand)."""
+
+    @property
+    def taken(self) -> bool:
+        """Whether the hold was taken (the memory has been used through a view)."""
 
 class Buffer:
     """A span of memory: address, size in bytes, device, and the object that keeps it alive."""

@@ -9,7 +9,8 @@ cimport cython
 from cpython.buffer cimport Py_buffer
 from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.exc cimport PyErr_Occurred
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.object cimport PyObject, PyTypeObject, destructor
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 
@@ -71,7 +72,7 @@ from ._record cimport (
 )
 from ..cuda._streams cimport resolve_stream
 
-__all__ = ["StridedMemoryView", "Buffer"]
+__all__ = ["StridedMemoryView", "Buffer", "DeferredKeepalive"]
 
 _DEVICE_NAMES = {
     kDLCPU: "cpu", kDLCUDA: "cuda", kDLCUDAHost: "cuda_host", kDLCUDAManaged: "cuda_managed",
@@ -240,6 +241,60 @@ cdef tuple _parse_device(object device):
     raise TypeError(
         f"device must be None, a string like 'cuda:0' or a (device_type, device_id) tuple, "
         f"got {type(device).__name__}")
+
+
+@cython.final
+cdef class DeferredKeepalive:
+    """What keeps a view's memory alive, taken when the memory is first used.
+
+    A plugin's reader hands one out (the C ABI's ``deferred_keepalive``) where holding the
+    memory costs more than describing it -- jax's external reference on a buffer, which jax's
+    ``delete()`` and donation respect, costs about as much as jax's own ``__dlpack__()``.  The
+    view is exact from the start (address, shape, strides, dtype, device); before anything uses
+    the memory -- ``ptr``, every export, copies, ``to()``, ``launch_args`` -- the hold is
+    taken, once, for the view and every view sliced from it.  If the producer freed the memory
+    in between (a jax array deleted or donated), that use raises ``BufferError``: nothing ever
+    reads freed memory.  Never made by hand.
+    """
+
+    def __init__(self):
+        raise TypeError("DeferredKeepalive objects are made by plugins' readers")
+
+    cdef int take(self) except -1:
+        cdef PyObject* out = NULL
+        if self.held is not None:
+            return 0
+        if self.acquire(<PyObject*> self.state, &out) != 0:
+            Py_XDECREF(out)
+            if PyErr_Occurred() == NULL:
+                raise SystemError("a plugin's deferred keep-alive failed without an exception")
+            return -1
+        if out == NULL:
+            raise SystemError("a plugin's deferred keep-alive returned no object")
+        held = <object> out
+        Py_DECREF(held)     # <object> took a reference of its own; `out` was a new one
+        self.held = held
+        return 0
+
+    @property
+    def taken(self):
+        """bool: Whether the hold was taken (the memory has been used through a view)."""
+        return self.held is not None
+
+    def __repr__(self):
+        return (f"<interop_core DeferredKeepalive: "
+                f"{'taken: ' + repr(self.held) if self.held is not None else 'not taken yet'}>")
+
+
+cdef PyObject* new_deferred_keepalive(acquire_keepalive_t acquire, PyObject* state) except NULL:
+    # Called by plugins through the ABI table with the GIL held (NULL with an exception set).
+    if acquire == NULL or state == NULL:
+        raise TypeError("deferred_keepalive needs an acquire function and a state object")
+    cdef DeferredKeepalive k = DeferredKeepalive.__new__(DeferredKeepalive)
+    k.acquire = acquire
+    k.state = <object> state
+    Py_INCREF(k)
+    return <PyObject*> k
 
 
 cdef class Buffer:
@@ -581,7 +636,13 @@ cdef class StridedMemoryView:
 
     @property
     def ptr(self):
-        """int: Address of element 0."""
+        """int: Address of element 0.
+
+        Reading it counts as using the memory: a view whose plugin defers its hold (jax) takes
+        the hold now, and raises ``BufferError`` if the producer freed the memory since the
+        view was made (a jax array deleted or donated).
+        """
+        hold_memory(self)     # the address is handed out: the memory must be held from now
         return self.rec.ptr
 
     @property
@@ -795,6 +856,7 @@ cdef class StridedMemoryView:
         """
         cdef intptr_t consumer = 0
         if resolve_stream(stream, &consumer):
+            hold_memory(self)   # a kernel on `stream` uses the memory next
             order_view(self, consumer)
         return self
 
@@ -939,6 +1001,7 @@ cdef class StridedMemoryView:
                                       f"0) (the copy is complete on return), got {stream!r}")
             copied = _copies().export_copy(self, dl_device, stream)
             return export_dlpack(copied, &copied.rec, None, max_version, None, copy, True)
+        hold_memory(self)
         if resolve_stream(stream, &consumer) and self.rec.device_type != kDLCPU:
             order_view(self, consumer)
         return export_dlpack(self, &self.rec, stream, max_version, None, copy, False)
@@ -952,6 +1015,7 @@ cdef class StridedMemoryView:
         """dict: CUDA Array Interface v3 (device-accessible memory only)."""
         if not _device_accessible(self.rec.device_type):
             raise AttributeError("__cuda_array_interface__: this view is of host memory")
+        hold_memory(self)
         knows_producer_stream(self)
         return export_cuda_array_interface(&self.rec)
 
@@ -960,9 +1024,11 @@ cdef class StridedMemoryView:
         """dict: NumPy array interface v3 (host-accessible memory only)."""
         if not _host_accessible(self.rec.device_type):
             raise AttributeError("__array_interface__: this view is of device memory")
+        hold_memory(self)
         return export_array_interface(&self.rec)
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
+        hold_memory(self)
         export_buffer(&self.rec, buf, flags)
         buf.obj = self
 
@@ -1040,6 +1106,7 @@ cdef ViewRecord* _record_of(object obj) except NULL:
     # Subclasses too (interop_core.compat's views): the record is the same C struct.
     if not isinstance(obj, StridedMemoryView):
         raise TypeError(f"expected a StridedMemoryView, got {type(obj).__name__}")
+    hold_memory(<StridedMemoryView> obj)    # every caller exports the memory
     return &(<StridedMemoryView> obj).rec
 
 

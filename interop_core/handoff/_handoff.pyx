@@ -25,7 +25,7 @@ from cpython.ref cimport Py_TYPE
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from ..core._record cimport ViewRecord, extents_free, record_init
-from ..core._view cimport StridedMemoryView
+from ..core._view cimport StridedMemoryView, hold_memory
 from ..registry._registry cimport CExporter, export_record, read_unordered, view_object
 from ._limits cimport (
     LIMIT_C_CONTIGUOUS,
@@ -208,6 +208,7 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
     if type(exporter) is CExporter and stream is None and device is None and copy is None:
         return _export_record(<CExporter> exporter, obj, preserves_readonly, name, limits)
     v = view_object(obj, stream)
+    hold_memory(v)          # the export hands the memory over
     if _n_rules or _rules_in_dict:
         _apply_rules(obj)
     if device is None and copy is None and (limits is None
@@ -298,6 +299,7 @@ cdef object _handoff(object exporter, StridedMemoryView v, object obj, object na
     cdef tuple target = None
     cdef bint moves = False
     handle = None
+    hold_memory(v)
     if copy is not None and copy is not True and copy is not False:
         raise TypeError(f"to(): copy must be None, True or False, got {copy!r}")
     if device is not None:

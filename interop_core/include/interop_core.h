@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 3).
+ * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 4).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -46,6 +46,9 @@
  * a table of function pointers, `interop_core_api`, which `interop_core_import_api()` fetches
  * once.  The exporter capsule (INTEROP_CORE_EXPORTER_CAPSULE) came with version 3 too.
  *
+ * Version 4 appends one helper to the table, `deferred_keepalive`: a keep-alive taken when the
+ * memory is first used rather than when it is described (check `size` before calling it).
+ *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
  */
@@ -59,7 +62,7 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_ABI_VERSION 3
+#define INTEROP_CORE_ABI_VERSION 4
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
 #define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
@@ -152,6 +155,22 @@ typedef struct {
        is NULL (hold the view itself: it keeps the memory alive).  0, or -1 with TypeError set
        for anything else. */
     int (*describe_view)(PyObject *view, interop_core_tensor_info *out);
+    /* ---- version 4 ---- */
+    /* A keep-alive to put in `out->keepalive` that holds the memory only once it is first used,
+       for a reader whose hold costs more than the rest of its read (jax's external reference
+       on a buffer costs about what jax's own __dlpack__() does).  The view is made at once
+       from the rest of the fill; before anything uses its memory (its `ptr` is read, it is
+       exported, copied, handed to to() or launch_args; to() and launch_args of the object
+       itself take it at once) interop-core calls `acquire(state, &held)`, once for the view
+       and every view sliced from it, with the GIL held: 0 with `held` set to a new reference
+       to what keeps the memory alive from then on, or -1 with an exception set -- a
+       BufferError naming what happened where the producer freed or replaced the memory since
+       the read (that use then raises it; nothing reads the memory).  `acquire` must check
+       that the memory it holds is the memory the fill described.  `state` (the core takes its
+       own reference) is what `acquire` reads.  A new reference, or NULL with an exception
+       set. */
+    PyObject *(*deferred_keepalive)(int (*acquire)(PyObject *state, PyObject **held),
+                                    PyObject *state);
 } interop_core_api;
 
 /* The core's table, imported once (NULL with an ImportError set when interop_core is missing

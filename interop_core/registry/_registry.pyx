@@ -51,8 +51,12 @@ from ..core._view cimport (
     PROTOCOL_NONE,
     PROTOCOL_SELF,
     StridedMemoryView,
+    acquire_keepalive_t,
     choose_protocol,
+    hold_memory,
     install_fast_from,
+    new_deferred_keepalive,
+    used_keepalive,
     protocol_for_any,
     knows_producer_stream,
     order_view,
@@ -119,6 +123,7 @@ cdef int _api_describe_dlpack(PyObject* capsule, interop_core_tensor_info* out) 
 
 cdef PyObject* _api_legacy_capsule(PyObject* view) except NULL:
     cdef StridedMemoryView v = <StridedMemoryView?> <object> view
+    hold_memory(v)
     capsule = legacy_capsule_for_immutable_consumer(v, &v.rec)
     Py_INCREF(capsule)
     return <PyObject*> capsule
@@ -141,6 +146,7 @@ cdef PyObject* _api_view_from_info(PyObject* obj, interop_core_tensor_info* info
 
 
 ctypedef int (*describe_view_t)(PyObject*, interop_core_tensor_info*) noexcept
+ctypedef PyObject* (*deferred_keepalive_t)(acquire_keepalive_t, PyObject*) noexcept
 
 
 cdef int _api_describe_view(PyObject* view, interop_core_tensor_info* out) except -1:
@@ -150,6 +156,7 @@ cdef int _api_describe_view(PyObject* view, interop_core_tensor_info* out) excep
     if not isinstance(<object> view, StridedMemoryView):
         raise TypeError(f"describe_view needs a StridedMemoryView, got "
                         f"{type(<object> view).__name__}")
+    hold_memory(<StridedMemoryView> <object> view)   # a compiled exporter uses the memory
     _describe_record(&(<StridedMemoryView> <object> view).rec, out)
     return 0
 
@@ -180,6 +187,7 @@ _API.describe_dlpack = <describe_dlpack_t> _api_describe_dlpack
 _API.legacy_capsule_for_immutable_consumer = <legacy_capsule_t> _api_legacy_capsule
 _API.view_from_info = <view_from_info_t> _api_view_from_info
 _API.describe_view = <describe_view_t> _api_describe_view
+_API.deferred_keepalive = <deferred_keepalive_t> new_deferred_keepalive
 
 # interop_core re-exports this as `interop_core._C_API`, the name the header imports.
 C_API = PyCapsule_New(&_API, INTEROP_CORE_API_CAPSULE, NULL)
@@ -1154,11 +1162,13 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
     if found == NULL:
         # First sight of this type: the miss path decides (and orders this one object itself).
         v = _view_miss(obj, stream)
+        hold_memory(v)
         record_copy(rec, &v.rec)
         return v
     entry = <ReaderEntry> found
     if entry.kind == READER_SELF:
         v = <StridedMemoryView> obj
+        hold_memory(v)      # every caller of this function uses the memory
         if stream is not None and v.rec.device_type != 1:
             knows_producer_stream(v)
         record_copy(rec, &v.rec)
@@ -1180,6 +1190,8 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
         else:
             keepalive = <object> held
             Py_DECREF_steal(held)
+            # Every caller of this function uses the memory: a deferred hold is taken now.
+            keepalive = used_keepalive(keepalive)
     else:
         keepalive = _copied(_fill(entry, obj, stream), rec)
     # A type declared immutable reads read-only, as view() makes it (to() relies on it).
@@ -1191,7 +1203,9 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
 
 
 cdef inline StridedMemoryView _copied(StridedMemoryView v, ViewRecord* rec):
-    # `v`'s record into the caller's; `v` is then what keeps the memory alive.
+    # `v`'s record into the caller's; `v` is then what keeps the memory alive (held now: the
+    # callers use the memory).
+    hold_memory(v)
     record_copy(rec, &v.rec)
     return v
 

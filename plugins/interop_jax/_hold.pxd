@@ -3,7 +3,7 @@
 
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t
+from libc.stdint cimport int32_t, uintptr_t
 
 from interop_core.abi cimport interop_core_tensor_info
 
@@ -21,6 +21,25 @@ cdef class BufferHold:
     cdef interop_core_tensor_info info
     cdef Py_ssize_t slot            # the table entry filed with this hold, -1 before
 
+
+cdef class PendingHold:
+    # What a read made without a hold (_read.pyx: _read_deferred) needs to take one when the
+    # memory is first used: the state of the core's DeferredKeepalive.
+    cdef object array               # owned: the array read
+    cdef object aval                # owned: its aval at the read (compared by identity)
+    cdef object stream              # owned: the stream to take the hold on (_hold_stream)
+    cdef uintptr_t data             # the address the read described
+    cdef bint empty                 # no elements: no address to compare
+    cdef int32_t device_type
+    cdef int32_t device_id
+
+
+# The core's deferred keep-alive for a read of `obj` that took no hold: jax's external
+# reference is taken at the first use of the memory (_acquire_pending), after checking that
+# the buffer is still the one read (BufferError if it was deleted, donated or replaced).  A new
+# reference.
+cdef object _deferred_hold(object obj, object aval, object stream, uintptr_t data, bint empty,
+                           int32_t device_type, int32_t device_id)
 
 # A live hold on `obj`'s current buffer (a view or export of it lives), or None.
 cdef BufferHold _shared_hold(object obj)

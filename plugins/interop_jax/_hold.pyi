@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ["BufferHold"]
+__all__ = ["BufferHold", "PendingHold"]
 
 class BufferHold:
     """jax's external reference on one jax array's buffer, shared by the views and exports of
@@ -10,3 +10,7 @@ class BufferHold:
     @property
     def array(self) -> Any:
         """The jax array whose buffer is held."""
+
+class PendingHold:
+    """What a view of a jax array made without a hold needs to take one at its first use (the
+    state of the core's ``DeferredKeepalive``)."""

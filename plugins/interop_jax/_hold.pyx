@@ -57,6 +57,7 @@
 
 cimport cython
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF
 from libc.stdint cimport int32_t, uint8_t, uint64_t, uintptr_t
 
 from interop_core.abi cimport interop_core_tensor_info
@@ -75,7 +76,7 @@ from interop_jax._handles cimport (
 )
 from interop_jax._devices cimport _jax_stream
 
-__all__ = ["BufferHold"]
+__all__ = ["BufferHold", "PendingHold"]
 
 cdef enum:
     HOLD_SET_BITS = 7       # the table of live holds has 1 << HOLD_SET_BITS sets of two
@@ -210,3 +211,78 @@ cdef BufferHold _take_hold(object obj, object stream, int32_t device_type, int32
     h.info.keepalive = NULL
     _file_hold(h)
     return h
+
+
+# --- holds taken at first use ---------------------------------------------------------------
+#
+# A view made without a stream does not hold the buffer yet: it holds a PendingHold through the
+# core's DeferredKeepalive (interop_core.h, `deferred_keepalive`), and the core calls
+# _acquire_pending before anything uses the memory -- the view's `ptr`, every export, copies,
+# to(), launch_args.  The hold is the one above (shared with any live hold of the array), so
+# from then on delete() and donation leave the memory exactly as after an eager hold.  Between
+# the read and that first use jax may free the buffer (delete(), donation) or swap the array's
+# contents (`_replace_with`): then the use raises BufferError, and nothing reads the memory.
+# Why: the hold costs what jaxlib's DLPack export costs (~1.0-1.3 us on the H100 host, about
+# half of jax's own __dlpack__()), while a read that only describes the array costs a fraction
+# of that; a view used only for its metadata (shape, dtype, device checks) never pays it.
+
+_GONE = (
+    "the jax array was deleted or donated (donate_argnums) after this view of it was made and "
+    "before its memory was first used, so the memory is gone; view the array again while it "
+    "is alive (a view holds a jax buffer from the first use of its memory: ptr, an export, a "
+    "copy, to() or launch_args)")
+_REPLACED = (
+    "the jax array's buffer was replaced after this view of it was made and before its memory "
+    "was first used (jax swapped the array's contents); view the array again")
+
+
+@cython.final
+cdef class PendingHold:
+    """What a view of a jax array made without a hold needs to take one at its first use (the
+    state of the core's ``DeferredKeepalive``).  Made by the jax plugin's reader; never by hand.
+    """
+
+    def __init__(self):
+        raise TypeError("PendingHold objects are made by the jax plugin's reader")
+
+    def __repr__(self):
+        return f"<interop_jax PendingHold of {self.aval.str_short()}>"
+
+
+cdef int _acquire_pending(PyObject* state, PyObject** held) except -1:
+    # The core's DeferredKeepalive calls this (GIL held) before the memory's first use.
+    cdef PendingHold p = <PendingHold> <object> state
+    cdef BufferHold h = _shared_hold(p.array)
+    if h is None:
+        try:
+            h = _take_hold(p.array, p.stream, p.device_type, p.device_id)
+        except BufferError:
+            raise
+        except Exception:
+            if p.array.is_deleted():
+                raise BufferError(_GONE) from None
+            raise
+    if h.aval is not p.aval or (not p.empty and <uintptr_t> h.info.data != p.data):
+        raise BufferError(_REPLACED)
+    Py_INCREF(h)
+    held[0] = <PyObject*> h
+    return 0
+
+
+cdef object _deferred_hold(object obj, object aval, object stream, uintptr_t data, bint empty,
+                           int32_t device_type, int32_t device_id):
+    cdef PendingHold p = PendingHold.__new__(PendingHold)
+    p.array = obj
+    p.aval = aval
+    p.stream = stream
+    p.data = data
+    p.empty = empty
+    p.device_type = device_type
+    p.device_id = device_id
+    cdef PyObject* made = _api.deferred_keepalive(
+        <int (*)(PyObject*, PyObject**) noexcept> _acquire_pending, <PyObject*> p)
+    if made == NULL:
+        _pending_error()
+    result = <object> made
+    Py_DECREF(result)       # <object> took a reference of its own; `made` was a new one
+    return result

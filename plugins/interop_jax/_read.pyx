@@ -43,15 +43,21 @@
 #   __dlpack__(stream=s) does, without its Python wrappers): PJRT makes it wait for the array's
 #   definition events; the host does not wait for the computation.
 
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int32_t, intptr_t
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 
 from interop_core.abi cimport INTEROP_CORE_READER_V2_CAPSULE, interop_core_tensor_info
 
 from interop_jax._handles cimport (
     KDL_CPU,
+    MAX_NDIM,
     _accessor_type,
+    _api,
+    _aval_getter,
+    _pending_error,
+    _pointer_method,
     _ready,
     _ready_method,
     _setup,
@@ -67,6 +73,7 @@ from interop_jax._devices cimport (
 from interop_jax._hold cimport (
     BufferHold,
     _capsule_of,
+    _deferred_hold,
     _hand_over,
     _hold_stream,
     _shared_hold,
@@ -92,6 +99,107 @@ cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
             _wait_method(obj)
     elif not obj.is_ready():
         obj.block_until_ready()
+    return 0
+
+
+# The extents a deferred read hands the core (copied by the core before it runs Python code;
+# filled after the read's last Python-level call, GIL held: interop_core.h).
+cdef int64_t _shape[MAX_NDIM]
+
+# Device layouts seen to be row-major, per ndim (jax's PjRtLayout objects, at most
+# _LEARNED_LAYOUTS each, most recent first): a deferred read describes an array as C-contiguous
+# only when its `_pjrt_layout` is one of these; any other array is read through a hold, whose
+# capsule states its layout (custom layouts included), and teaches the list.
+cdef dict _row_major = {}
+cdef enum:
+    _LEARNED_LAYOUTS = 4
+
+
+cdef object _unknown_layout(object obj, Py_ssize_t ndim):
+    """None when `obj`'s device layout is known to be row-major, else the layout object."""
+    layout = obj._pjrt_layout
+    known = _row_major.get(ndim)
+    if known is not None:
+        # jaxlib hands out one wrapper object per C++ layout while it lives: identity first.
+        for ref in <list> known:
+            if ref is layout:
+                return None
+        for ref in <list> known:
+            if PyObject_RichCompareBool(layout, ref, Py_EQ):
+                (<list> known).insert(0, layout)
+                del (<list> known)[_LEARNED_LAYOUTS:]
+                return None
+    return layout
+
+
+cdef int _learn_layout(object layout, BufferHold h) except -1:
+    """Remember `layout` as row-major when the hold's capsule says the array is C-contiguous."""
+    cdef int i
+    cdef int64_t step = 1
+    if h.info.strides != NULL:
+        for i in range(h.info.ndim - 1, -1, -1):
+            if h.info.shape[i] != 1 and h.info.strides[i] != step:
+                return 0
+            step *= h.info.shape[i]
+    known = _row_major.setdefault(h.info.ndim, [])
+    (<list> known).insert(0, layout)
+    del (<list> known)[_LEARNED_LAYOUTS:]
+    return 0
+
+
+cdef int _read_deferred(object obj, interop_core_tensor_info* out) except -1:
+    """A read without a consumer stream: the array described from its own accessors, the hold
+    deferred to the memory's first use (_hold.pyx, "holds taken at first use").  A live hold of
+    the array is shared instead; what the accessors cannot describe exactly (a device layout
+    not known to be row-major, elements narrower than a byte) is read through a hold now."""
+    cdef int32_t device_type, device_id
+    cdef uint8_t code, bits
+    cdef uint16_t lanes
+    cdef Py_ssize_t ndim, i
+    cdef int64_t volume = 1
+    cdef uintptr_t data
+    h = _shared_hold(obj)
+    if h is not None:
+        return _hand_over(h, out)
+    if type(obj) is not _accessor_type:
+        return _read_held(obj, out)
+    _locate(obj, &device_type, &device_id)
+    stream = _hold_stream(device_type, _located_device)
+    # The address first: unsafe_buffer_pointer() raises for a deleted or donated array (named
+    # by read_jax_array), and jaxlib's `_pjrt_layout` of such an array must never be asked.
+    data = <uintptr_t> _pointer_method(obj)
+    aval = _aval_getter(obj)
+    shape = aval.shape
+    ndim = len(<tuple> shape)
+    if _api.dtype_of(<PyObject*> aval.dtype, &code, &bits, &lanes) != 0:
+        _pending_error()
+    if bits % 8 != 0 or lanes != 1 or ndim > MAX_NDIM:
+        return _read_held(obj, out)
+    layout = _unknown_layout(obj, ndim)
+    if layout is not None:
+        h = _take_hold(obj, stream, device_type, device_id)
+        _learn_layout(layout, h)
+        return _hand_over(h, out)
+    for i in range(ndim):
+        volume *= <int64_t> (<tuple> shape)[i]
+    keepalive = _deferred_hold(obj, aval, stream, data, volume == 0, device_type, device_id)
+    # No Python code runs from here on: the extents are handed over.
+    for i in range(ndim):
+        _shape[i] = <int64_t> (<tuple> shape)[i]
+    out.data = <void*> data
+    out.ndim = <int32_t> ndim
+    out.shape = _shape
+    out.strides = NULL          # C-contiguous: the layout is row-major
+    out.strides_in_bytes = 0
+    out.dtype_code = code
+    out.dtype_bits = bits
+    out.dtype_lanes = lanes
+    out.device_type = device_type
+    out.device_id = device_id
+    out.readonly = 1
+    out.has_producer_stream = 0
+    Py_INCREF(keepalive)
+    out.keepalive = <PyObject*> keepalive
     return 0
 
 
@@ -121,7 +229,7 @@ cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* 
 cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
     cdef int32_t device_type, device_id
     if stream is None:
-        return _read_held(obj, out)
+        return _read_deferred(obj, out)
     _locate(obj, &device_type, &device_id)
     if device_type == KDL_CPU:
         return _read_held(obj, out)  # jaxlib waits for jax's CPU work: the host is the order
