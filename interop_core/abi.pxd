@@ -43,6 +43,7 @@ cdef extern from "interop_core.h":
         PyObject* keepalive          # a new reference the core takes over, or NULL
         int32_t strides_in_bytes
         uint64_t batch               # version 3, an input: see interop_core.h
+        uint32_t uses_memory         # version 4, an input: see interop_core.h
 
     ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept

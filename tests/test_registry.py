@@ -233,7 +233,7 @@ class TensorInfo(ctypes.Structure):
                 ("device_id", ctypes.c_int32), ("readonly", ctypes.c_int32),
                 ("has_producer_stream", ctypes.c_int32), ("producer_stream", ctypes.c_ssize_t),
                 ("keepalive", ctypes.c_void_p), ("strides_in_bytes", ctypes.c_int32),
-                ("batch", ctypes.c_uint64)]
+                ("batch", ctypes.c_uint64), ("uses_memory", ctypes.c_uint32)]
 
 
 READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
@@ -354,6 +354,22 @@ def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(regis
     assert len(set(first)) == 1 and len(set(second)) == 1
     assert 0 not in first + second and first[0] != second[0]
     assert lone == 0
+
+
+def test_readers_are_told_whether_the_caller_uses_the_memory_at_once(registered):
+    seen = []
+
+    @READER_V1
+    def reader(obj, stream, out):
+        seen.append(out.contents.uses_memory)
+        return _fill_from_array(out, obj.array)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "uses-memory-reader")
+    obj = Tensorish(np.zeros(3, np.float32))
+    view(obj)                                   # may be used for its metadata only
+    interop_core.launch_args([obj])
+    interop_core.to(obj, "numpy")
+    assert seen == [0, 1, 1]
 
 
 def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered):

@@ -47,7 +47,8 @@
  * once.  The exporter capsule (INTEROP_CORE_EXPORTER_CAPSULE) came with version 3 too.
  *
  * Version 4 appends one helper to the table, `deferred_keepalive`: a keep-alive taken when the
- * memory is first used rather than when it is described (check `size` before calling it).
+ * memory is first used rather than when it is described (check `size` before calling it), and
+ * one input, `uses_memory` (read it only when the table says `abi_version >= 4`).
  *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
@@ -97,6 +98,12 @@ typedef struct {
                                     depends only on the moment, not on the object (e.g. its
                                     framework's current stream of a device), stays valid for the
                                     other objects of the same batch.  0: a lone read. */
+    /* ---- version 4: an input, set by interop-core before the call ---- */
+    uint32_t uses_memory;        /* non-zero: the caller uses the memory as soon as the read
+                                    returns (to(), launch_args, copies): a reader that would
+                                    hand out a deferred_keepalive may take its hold right away
+                                    instead.  0: a view(), which may be used for its metadata
+                                    only. */
 } interop_core_tensor_info;
 
 /* `stream` is the consumer's stream, resolved: None (no synchronisation) or the CUstream handle

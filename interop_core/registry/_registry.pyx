@@ -709,7 +709,8 @@ cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, objec
     # A view filled by `entry`'s C reader, or None when the reader declined `obj`.
     cdef StridedMemoryView v = view_new()
     cdef PyObject* keepalive = NULL
-    if _read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0) == INTEROP_CORE_READ_DECLINED:
+    if (_read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0, False)
+            == INTEROP_CORE_READ_DECLINED):
         return None
     # The object's reference count is written as few times as view() did before readers went
     # through the ABI: each write waits for the one before it (the same memory word), so a
@@ -834,7 +835,7 @@ cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bit
 
 cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
                                    ViewRecord* rec, PyObject** keepalive,
-                                   uint64_t batch) except -1:
+                                   uint64_t batch, bint uses_memory) except -1:
     """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
     Returns INTEROP_CORE_READ_OK, with `keepalive` set to the reader's keep-alive (a new
@@ -860,6 +861,7 @@ cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
     info.keepalive = NULL
     info.strides_in_bytes = 0
     info.batch = batch
+    info.uses_memory = uses_memory
     # The caller allocated `rec` before this call: from the reader's return until its extents
     # are copied, nothing here may run Python code (an allocation can run the garbage collector,
     # and so finalizers and other threads), since the reader may hand out a buffer of its own
@@ -1183,7 +1185,8 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
     if entry.kind == READER_CORE:
         keepalive = entry.core(obj, stream, rec)
     elif entry.kind == READER_CAPSULE:
-        if _read_capsule_into(entry, obj, stream, rec, &held, batch) == INTEROP_CORE_READ_DECLINED:
+        if (_read_capsule_into(entry, obj, stream, rec, &held, batch, True)
+                == INTEROP_CORE_READ_DECLINED):
             keepalive = _copied(_declined(entry, obj, stream), rec)
         elif held == NULL:
             keepalive = obj

@@ -16,6 +16,11 @@ from interop_core.abi cimport interop_core_tensor_info
 # problem.
 cdef int read_jax_array(PyObject* obj, PyObject* stream,
                         interop_core_tensor_info* out) except -1
-# A read without a consumer stream (what read_jax_array does for stream None), for the
-# validation's checks: `out->keepalive` is a new reference to the hold.
+# A read without a consumer stream that holds the buffer now (what read_jax_array does for
+# stream None when the caller uses the memory at once): `out->keepalive` is a new reference to
+# the hold.
 cdef int _read_held(object obj, interop_core_tensor_info* out) except -1
+# A read without a consumer stream for a view (what read_jax_array does for stream None
+# otherwise): the hold deferred to the memory's first use (`out->keepalive` a new reference to
+# the core's DeferredKeepalive), or shared with a live one.
+cdef int _read_deferred(object obj, interop_core_tensor_info* out) except -1

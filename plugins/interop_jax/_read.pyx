@@ -229,6 +229,9 @@ cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* 
 cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
     cdef int32_t device_type, device_id
     if stream is None:
+        # to(), launch_args: the memory is used at once, so the hold is taken now.
+        if _api.abi_version >= 4 and out.uses_memory:
+            return _read_held(obj, out)
         return _read_deferred(obj, out)
     _locate(obj, &device_type, &device_id)
     if device_type == KDL_CPU:

@@ -10,7 +10,7 @@ from cpython.ref cimport Py_XDECREF
 from interop_core.abi cimport interop_core_tensor_info
 
 from interop_jax._handles cimport _from_capsule, _setup, _single_sharding, _to_capsule
-from interop_jax._read cimport _read_held
+from interop_jax._read cimport _read_deferred, _read_held
 
 __all__ = ["canaries", "prepare"]
 
@@ -39,7 +39,14 @@ def canaries():
 cdef tuple _info_key(interop_core_tensor_info* info):
     """The fields of a read that describe the memory."""
     shape = tuple(info.shape[i] for i in range(info.ndim))
-    strides = None if info.strides == NULL else tuple(info.strides[i] for i in range(info.ndim))
+    if info.strides != NULL:
+        strides = tuple(info.strides[i] for i in range(info.ndim))
+    else:                   # NULL: C-contiguous (the element strides spelled out)
+        step, strides = 1, []
+        for extent in reversed(shape):
+            strides.insert(0, step)
+            step *= max(extent, 1)
+        strides = tuple(strides)
     return (<uintptr_t> info.data, info.dtype_code, info.dtype_bits, info.dtype_lanes,
             info.device_type, info.device_id, shape, strides, info.strides_in_bytes)
 
@@ -63,7 +70,7 @@ def prepare(samples=None):
     dict or str
         Details when the reader may be used; otherwise why not.
     """
-    cdef interop_core_tensor_info first, again
+    cdef interop_core_tensor_info first, again, deferred
     import jax.numpy as jnp
 
     probe = jnp.zeros(3, jnp.float32)
@@ -81,11 +88,18 @@ def prepare(samples=None):
     for x in (canaries() if samples is None else samples):
         memset(&first, 0, sizeof(first))
         memset(&again, 0, sizeof(again))
+        memset(&deferred, 0, sizeof(deferred))
         try:
+            # The core compares the reader's deferred reads (what view() makes) with the
+            # fallback; reads that hold at once (to(), launch_args) must say the same.
+            _read_deferred(x, &deferred)
+            d = _info_key(&deferred)
             _read_held(x, &first)
             a = _info_key(&first)
             if a[6] != tuple(x.shape):
                 return f"shape {a[6]} != {x.shape}"
+            if d != a:
+                return f"a read holding at the memory's first use {d} != a holding read {a}"
             _read_held(x, &again)          # while the first read's hold lives
             b = _info_key(&again)
             if b != a:
@@ -97,6 +111,7 @@ def prepare(samples=None):
         finally:
             Py_XDECREF(first.keepalive)
             Py_XDECREF(again.keepalive)
+            Py_XDECREF(deferred.keepalive)
     return {"holds": ("jaxlib buffer_to_dlpack_managed_tensor" if _to_capsule is not None
                       else "jax __dlpack__ (jaxlib has no buffer_to_dlpack_managed_tensor)"),
             "shared_reads_checked": shared, "direct_import": _from_capsule is not None}
