@@ -83,9 +83,32 @@ int cuGetErrorName(int status, const char** name) {
     return 0;
 }
 
-/* Unknown pointers: memory type 0 is ordinary host memory to the caller. */
+/* Unknown pointers: memory type 0 is ordinary host memory to the caller, and such queries are
+ * not logged.  A test may make every pointer memory of one kind (fake_set_pointer_answer): the
+ * queries are then logged, with the pointer. */
+static int pointer_memory_type = 0;     /* CU_MEMORYTYPE_*: 1 host, 2 device; 0 unknown */
+static int pointer_ordinal = 0;
+static int pointer_managed = 0;
+
+void fake_set_pointer_answer(int memory_type, int ordinal, int is_managed) {
+    pointer_memory_type = memory_type;
+    pointer_ordinal = ordinal;
+    pointer_managed = is_managed;
+}
+
 int cuPointerGetAttributes(unsigned int n, int* attributes, void** values, CUdeviceptr ptr) {
-    (void) n; (void) attributes; (void) values; (void) ptr;
+    unsigned int i;
+    if (!pointer_memory_type)
+        return 0;
+    note("cuPointerGetAttributes", (long long) ptr, 1);
+    for (i = 0; i < n; i++) {
+        switch (attributes[i]) {
+        case 2: *(unsigned int*) values[i] = (unsigned int) pointer_memory_type; break;
+        case 8: *(int*) values[i] = pointer_managed; break;
+        case 9: *(int*) values[i] = pointer_ordinal; break;
+        default: break;
+        }
+    }
     return 0;
 }
 
