@@ -64,8 +64,8 @@ wheel_job() {  # $1: version; the suite against an installed release wheel, no c
     "$python" -m venv "$venv"
     # Everything the suite reads except the package's sources, outside the source tree.
     mkdir -p "$tests"
-    cp -r "$src/tests" "$src/examples" "$src/docs" "$src/benchmarks" "$src/README.md" \
-        "$src/pyproject.toml" "$tests/"
+    cp -r "$src/tests" "$src/examples" "$src/docs" "$src/benchmarks" "$src/scripts" \
+        "$src/README.md" "$src/CHANGELOG.md" "$src/pyproject.toml" "$tests/"
     wheel=$(ls "$dist"/interop_core-*.whl)
     plugin_wheel=$(ls "$dist"/interop_bytetensor-*.whl)
     step=$SECONDS

@@ -10,20 +10,43 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
-FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
+# A block whose examples need a framework says so on the line above its fence, e.g.
+# `<!-- doctest: needs torch -->` (an HTML comment: no page shows it).
+FENCE = re.compile(r"(?:<!-- doctest: needs ([\w., ]+) -->\n)?```python\n(.*?)```", re.DOTALL)
 
 
-def _doctest_blocks(page: Path) -> list[str]:
-    return [block for block in FENCE.findall(page.read_text()) if ">>>" in block]
+def _doctest_blocks(page: Path) -> list[tuple[tuple[str, ...], str]]:
+    """The page's blocks of examples, each with the frameworks it needs."""
+    return [(tuple(name.strip() for name in needs.split(",") if name.strip()), block)
+            for needs, block in FENCE.findall(page.read_text()) if ">>>" in block]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _doctest_blocks(p)], ids=lambda p: p.name)
-def test_documentation_examples_run(page):
+def _runs() -> list:
+    """Each page once with its blocks that need no framework, and once more with all of them
+    where some block needs one (that run skips, naming them, where one is missing)."""
+    runs = []
+    for page in PAGES:
+        blocks = _doctest_blocks(page)
+        if not blocks:
+            continue
+        runs.append(pytest.param(page, (), id=page.name))
+        needs = tuple(sorted({name for block_needs, _ in blocks for name in block_needs}))
+        if needs:
+            runs.append(pytest.param(page, needs, id=f"{page.name}+{'+'.join(needs)}"))
+    return runs
+
+
+@pytest.mark.parametrize("page, needs", _runs())
+def test_documentation_examples_run(page, needs):
     pytest.importorskip("numpy")
+    for name in needs:
+        pytest.importorskip(name)
     parser = doctest.DocTestParser()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     globs: dict = {}
-    for number, block in enumerate(_doctest_blocks(page)):
+    for number, (block_needs, block) in enumerate(_doctest_blocks(page)):
+        if not set(block_needs) <= set(needs):
+            continue
         test = parser.get_doctest(block, globs, f"{page.name}[{number}]", str(page), 0)
         runner.run(test, clear_globs=False)
         globs.update(test.globs)  # each DocTest copies its globals; carry names forward

@@ -8,6 +8,7 @@ not at hand.
 
 from __future__ import annotations
 
+import importlib
 import platform
 import re
 import shutil
@@ -64,6 +65,25 @@ def test_compiled_modules_need_no_glibc_newer_than_the_wheel_tag_admits():
         newest[so.name] = max(versions, default=(2, 0))
     too_new = {name: f"GLIBC_{v[0]}.{v[1]}" for name, v in newest.items() if v > NEWEST_GLIBC}
     assert not too_new, f"these modules need a glibc newer than 2.{NEWEST_GLIBC[1]}: {too_new}"
+
+
+def test_every_compiled_module_loads_on_this_python():
+    # A module that names a C API function this CPython lacks (PyFloat_Pack2 is public from
+    # 3.11 only) builds, then fails at import with an undefined symbol: load every one.
+    tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
+    names = []
+    for folder in _package_dirs():
+        for so in folder.rglob(f"*.{tag}*.so"):
+            parts = so.relative_to(folder.parent).parts
+            names.append(".".join((*parts[:-1], so.name.split(".")[0])))
+    assert names, "no compiled module found beside the imported packages"
+    failed = {}
+    for name in sorted(names):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            failed[name] = str(exc)
+    assert not failed, f"compiled modules that do not load on Python {platform.python_version()}: {failed}"
 
 
 def _installed_files() -> list[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
+import sys
 import warnings
 
 import pytest
@@ -13,6 +16,8 @@ from interop_core.testing import Expected, PluginConformance
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 np = pytest.importorskip("numpy")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -85,26 +90,49 @@ def test_array_type_uses_this_plugins_compiled_reader_through_the_public_abi():
     assert entry.readonly and entry.fallback.readonly
 
 
-def test_the_compiled_modules_keep_their_stubs_and_cimport_nothing_of_the_core_but_the_abi():
-    # The plugin is a template a third party can copy: each compiled module is a .pyx with its
-    # .pxd and .pyi, and reaches the core only through the public C ABI (interop_core.abi) and
-    # its public Python API.
-    import pathlib
-    import re
+# The plugin is a template a third party can copy: each compiled module is a .pyx with its .pxd
+# and .pyi, and reaches the core only through the public C ABI (interop_core.abi) and its public
+# Python API.  The .pxd and .pyi files are installed beside the modules (a wheel holds them too);
+# the .pyx sources are in the source tree only.
+JAX_PLUGIN_MODULES = {"_handles", "_devices", "_hold", "_read", "_validation", "_shards_read",
+                      "_reader"}
 
+
+def _compiled_jax_plugin_modules():
+    """The folder of the imported interop_jax and the names of its modules compiled for this
+    Python."""
     import interop_jax
 
     folder = pathlib.Path(interop_jax.__file__).parent
-    modules = sorted(p.stem for p in folder.glob("_*.pyx"))
-    assert {"_handles", "_devices", "_hold", "_read", "_validation", "_shards_read",
-            "_reader"} <= set(modules)
+    tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
+    return folder, sorted(so.name.split(".")[0] for so in folder.glob(f"_*.{tag}*.so"))
+
+
+def _core_cimports(source: str) -> set[str]:
+    cimported = set(re.findall(r"^\s*(?:from\s+(\S+)\s+)?cimport\s+(\S+)", source, re.M))
+    return {m or n for m, n in cimported if (m or n).startswith("interop_core")}
+
+
+def test_the_compiled_modules_keep_their_stubs_and_declarations_and_cimport_only_the_abi():
+    folder, modules = _compiled_jax_plugin_modules()
+    assert JAX_PLUGIN_MODULES <= set(modules), modules
     for stem in modules:
         assert (folder / f"{stem}.pyi").is_file(), f"{stem}.pyi"
+        core = _core_cimports((folder / f"{stem}.pxd").read_text())
+        assert core <= {"interop_core.abi"}, (f"{stem}.pxd", core)
+
+
+def test_the_sources_keep_their_stubs_and_cimport_nothing_of_the_core_but_the_abi():
+    sources = ROOT / "plugins" / "interop_jax"
+    if not sources.is_dir():
+        pytest.skip("needs the source tree (this run tests an installed wheel, which holds no "
+                    ".pyx sources)")
+    modules = sorted(pyx.stem for pyx in sources.glob("_*.pyx"))
+    assert JAX_PLUGIN_MODULES <= set(modules), modules
+    for stem in modules:
+        assert (sources / f"{stem}.pyi").is_file(), f"{stem}.pyi"
         for suffix in (".pyx", ".pxd"):
-            source = (folder / (stem + suffix)).read_text()
-            cimported = set(re.findall(r"^\s*(?:from\s+(\S+)\s+)?cimport\s+(\S+)", source,
-                                       re.M))
-            core = {m or n for m, n in cimported if (m or n).startswith("interop_core")}
+            core = _core_cimports((sources / (stem + suffix)).read_text())
             assert core <= {"interop_core.abi"}, (stem + suffix, core)
 
 

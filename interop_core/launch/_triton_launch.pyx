@@ -58,8 +58,17 @@ from ._launch cimport (
 __all__ = ["CompiledLaunch", "TritonKernel"]
 
 cdef extern from "Python.h":
-    int PyFloat_Pack2(double x, char* p, int le) except -1
     int PY_LITTLE_ENDIAN
+
+cdef extern from *:
+    # PyFloat_Pack2 is public from Python 3.11; 3.10 has the same function as _PyFloat_Pack2
+    # (unsigned char* buffer), so name that there (as _launch.pyx does).
+    """
+    #if PY_VERSION_HEX < 0x030B0000
+    #define PyFloat_Pack2(x, p, le) _PyFloat_Pack2((x), (unsigned char *)(p), (le))
+    #endif
+    """
+    int PyFloat_Pack2(double x, char* p, int le) except -1
 
 # Parameter modes and specialisation flags (TritonKernel.modes / .flags).
 cdef enum:
