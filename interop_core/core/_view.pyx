@@ -243,7 +243,11 @@ cdef tuple _parse_device(object device):
         f"got {type(device).__name__}")
 
 
+# Out of the garbage collector: it refers to a plugin's state and hold, never to a view (the
+# ABI says so), so it is never part of a cycle, and views of such producers made in a loop
+# do not add to the collector's counts.
 @cython.final
+@cython.no_gc
 cdef class DeferredKeepalive:
     """What keeps a view's memory alive, taken when the memory is first used.
 

@@ -174,7 +174,8 @@ typedef struct {
        BufferError naming what happened where the producer freed or replaced the memory since
        the read (that use then raises it; nothing reads the memory).  `acquire` must check
        that the memory it holds is the memory the fill described.  `state` (the core takes its
-       own reference) is what `acquire` reads.  A new reference, or NULL with an exception
+       own reference) is what `acquire` reads; it must not refer to a view (the keep-alive is
+       not tracked by the garbage collector, so such a cycle would never be freed).  A new reference, or NULL with an exception
        set. */
     PyObject *(*deferred_keepalive)(int (*acquire)(PyObject *state, PyObject **held),
                                     PyObject *state);

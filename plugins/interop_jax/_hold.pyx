@@ -236,7 +236,10 @@ _REPLACED = (
     "was first used (jax swapped the array's contents); view the array again")
 
 
+# Out of the garbage collector: it refers to the array, its aval and a stream handle, none of
+# which refers back to it.
 @cython.final
+@cython.no_gc
 cdef class PendingHold:
     """What a view of a jax array made without a hold needs to take one at its first use (the
     state of the core's ``DeferredKeepalive``).  Made by the jax plugin's reader; never by hand.

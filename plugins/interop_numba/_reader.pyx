@@ -438,6 +438,9 @@ def _pointer_of(gpu_data):
     return _gpu_data_pointer(gpu_data)
 
 
+cdef object _NO_GPU_DATA = object()    # module-owned sentinel: the attribute is missing
+
+
 cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
                            interop_core_tensor_info* out) except -1:
     # `stream` (the consumer's) is not needed: ordering after the producer is the core's job.
@@ -467,7 +470,15 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
         shape[i] = <int64_t> (<tuple> shape_obj)[i]
         volume *= shape[i]
         strides[i] = <int64_t> (<tuple> strides_obj)[i]   # bytes: the core checks the itemsize
-    gpu_data = obj.gpu_data     # numba MemoryPointer (or OwnedPointer) at element 0
+    gpu_data = getattr(obj, "gpu_data", _NO_GPU_DATA)  # MemoryPointer (or OwnedPointer) at element 0
+    if gpu_data is _NO_GPU_DATA:
+        # numpy indexing of a mapped or managed array (numpy subclasses) makes a numpy view of
+        # that type without numba's attributes: numba cannot describe it either.
+        raise BufferError(
+            f"{type(obj).__name__} of shape {shape_obj} has no gpu_data: numpy indexing of a "
+            "numba mapped or managed array gives a numpy view that carries no device pointer; "
+            "view the numba array itself and slice the view, or read the numpy view's host "
+            "memory with StridedMemoryView.from_array_interface")
     if gpu_data is not None:
         ptr = _gpu_data_pointer(gpu_data)
     if ptr == 0 and volume != 0:
