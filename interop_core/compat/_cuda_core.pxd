@@ -14,4 +14,5 @@ cdef class StridedMemoryView(CoreView):
 
 cdef class StridedLayout:
     cdef CoreLayout _base       # owned: shape, strides (elements), itemsize, slice_offset
-    cdef bint _implicit         # made with strides=None and not transformed: strides is None
+    cdef signed char _implicit  # made with strides=None and not transformed: strides is None
+                                # (1 yes, 0 no, -1 not decided yet: see _layout_of_record)

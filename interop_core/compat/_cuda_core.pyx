@@ -44,6 +44,7 @@ from ..core._view cimport (
 from ..core._view cimport StridedMemoryView as CoreView
 from ..core._view cimport Buffer as CoreBuffer
 from ..cuda._cuda cimport pointer_device
+from ..registry._registry cimport view_if_equivalent
 
 __all__ = ["StridedMemoryView", "StridedLayout"]
 
@@ -53,6 +54,67 @@ cdef extern from "Python.h":
     void Py_SET_TYPE(object o, PyTypeObject* t)
     unsigned long PyType_GetFlags(PyTypeObject* t)
     unsigned long Py_TPFLAGS_HEAPTYPE
+    int PyErr_WarnEx(object category, const char* message, Py_ssize_t stack_level) except -1
+
+cdef extern from *:
+    """
+    /* The data descriptors (getters and members) `sub` inherits from `base` and does not define
+     * itself, but for dunders, made again for `sub` and put in its dict.  A descriptor checks on every read that
+     * the object is an instance of the class it was made for: for an instance of a subclass that
+     * is a walk of the MRO (PyType_IsSubtype) instead of a pointer comparison.  The new ones
+     * share the base's PyGetSetDef / PyMemberDef (the same C getters, the same docstrings), which
+     * read the same C layout.  Returns how many, or -1 with an exception set. */
+    #if PY_VERSION_HEX < 0x030C0000
+    #include "structmember.h"       /* PyMemberDef, in Python.h itself from 3.12 */
+    #endif
+    static int interop_compat_rebind_descriptors(PyTypeObject* sub, PyTypeObject* base) {
+        PyObject* dict;
+        PyGetSetDef* gs;
+        PyMemberDef* m;
+        int count = 0;
+    #if PY_VERSION_HEX >= 0x030C0000
+        dict = PyType_GetDict(sub);
+    #else
+        dict = sub->tp_dict;
+        Py_XINCREF(dict);
+    #endif
+        if (dict == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "interop_core.compat: a type without a dict");
+            return -1;
+        }
+        for (gs = base->tp_getset; gs != NULL && gs->name != NULL; gs++) {
+            PyObject* descr;
+            /* The subclass's own, and the protocols' dunders (documented once, on the core). */
+            if (PyDict_GetItemString(dict, gs->name) != NULL || strncmp(gs->name, "__", 2) == 0)
+                continue;
+            descr = PyDescr_NewGetSet(sub, gs);
+            if (descr == NULL || PyDict_SetItemString(dict, gs->name, descr) < 0) {
+                Py_XDECREF(descr);
+                Py_DECREF(dict);
+                return -1;
+            }
+            Py_DECREF(descr);
+            count++;
+        }
+        for (m = base->tp_members; m != NULL && m->name != NULL; m++) {
+            PyObject* descr;
+            if (PyDict_GetItemString(dict, m->name) != NULL || strncmp(m->name, "__", 2) == 0)
+                continue;
+            descr = PyDescr_NewMember(sub, m);
+            if (descr == NULL || PyDict_SetItemString(dict, m->name, descr) < 0) {
+                Py_XDECREF(descr);
+                Py_DECREF(dict);
+                return -1;
+            }
+            Py_DECREF(descr);
+            count++;
+        }
+        Py_DECREF(dict);
+        PyType_Modified(sub);
+        return count;
+    }
+    """
+    int interop_compat_rebind_descriptors(PyTypeObject* sub, PyTypeObject* base) except -1
 
 
 # --- views ---------------------------------------------------------------------------------------
@@ -61,10 +123,10 @@ cdef extern from "Python.h":
 # other (a view handed in and returned as is) is copied into a new one.
 cdef inline object _compat(CoreView v, Py_ssize_t held):
     cdef CoreView c
-    if type(v) is StridedMemoryView:
-        return v
-    if type(v) is CoreView and Py_REFCNT(v) == held:
+    if type(v) is CoreView and Py_REFCNT(v) == held:    # a view made for this call: the usual
         Py_SET_TYPE(v, <PyTypeObject*> StridedMemoryView)
+        return v
+    if type(v) is StridedMemoryView:
         return v
     c = StridedMemoryView.__new__(StridedMemoryView)
     record_copy(&c.rec, &v.rec)
@@ -79,6 +141,28 @@ cdef inline object _no_order(object stream_ptr):
     if type(stream_ptr) is int and stream_ptr == -1:
         return None
     return stream_ptr
+
+
+# The constructors' one body: the core's exact-type fast path (the registry's view_if_equivalent,
+# what the core's own from_* constructors call through a function pointer), else the protocol
+# (view_through, which asks the fast path once more: a dictionary lookup, on the slow path only).
+# Called directly, as C functions, with no Python-level dispatch, argument parsing or type test
+# between the compat call and the core: the view they return is a StridedMemoryView by contract,
+# so the cast is unchecked.
+cdef inline object _view_of(int protocol, object obj, object stream):
+    cdef object v = view_if_equivalent(obj, stream, protocol)
+    if v is None:
+        v = view_through(protocol, obj, stream)
+    return _compat(<CoreView> v, 1)
+
+
+cdef object _from_any_interface(object obj, object stream_ptr):
+    try:
+        return _view_of(PROTOCOL_NONE, obj, _no_order(stream_ptr))
+    except TypeError:
+        if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
+            raise _no_protocol(obj) from None
+        raise
 
 
 cdef object _no_protocol(object obj):
@@ -126,20 +210,20 @@ cdef class StridedMemoryView(CoreView):
     """
 
     def __init__(self, obj=None, stream_ptr=None):
-        import warnings
-
+        # PyErr_WarnEx is what warnings.warn runs, without importing and calling the module.
         cdef CoreView v
         if obj is None:
-            warnings.warn(
-                "Constructing an empty StridedMemoryView is deprecated; use one of the "
-                "static methods from_dlpack, from_cuda_array_interface or from_any_interface",
-                DeprecationWarning, stacklevel=2)
+            PyErr_WarnEx(
+                DeprecationWarning,
+                b"Constructing an empty StridedMemoryView is deprecated; use one of the "
+                b"static methods from_dlpack, from_cuda_array_interface or from_any_interface",
+                2)
             return
-        warnings.warn(
-            "Constructing a StridedMemoryView directly from an object is deprecated; use "
-            "StridedMemoryView.from_dlpack or StridedMemoryView.from_any_interface instead",
-            DeprecationWarning, stacklevel=2)
-        v = StridedMemoryView.from_any_interface(obj, stream_ptr)
+        PyErr_WarnEx(
+            DeprecationWarning,
+            b"Constructing a StridedMemoryView directly from an object is deprecated; use "
+            b"StridedMemoryView.from_dlpack or StridedMemoryView.from_any_interface instead", 2)
+        v = <CoreView> _from_any_interface(obj, stream_ptr)
         record_copy(&self.rec, &v.rec)
         self.owner = v.owner
         self._keepalive = v._keepalive
@@ -162,8 +246,7 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        cdef CoreView v = view_through(PROTOCOL_DLPACK, obj, _no_order(stream_ptr))
-        return _compat(v, 1)
+        return _view_of(PROTOCOL_DLPACK, obj, _no_order(stream_ptr))
 
     @staticmethod
     def from_cuda_array_interface(obj, stream_ptr=None):
@@ -181,12 +264,10 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        cdef CoreView v
         try:
-            v = view_through(PROTOCOL_CAI, obj, _no_order(stream_ptr))
+            return _view_of(PROTOCOL_CAI, obj, _no_order(stream_ptr))
         except ValueError:
             return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
-        return _compat(v, 1)
 
     @staticmethod
     def from_array_interface(obj):
@@ -201,12 +282,10 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        cdef CoreView v
         try:
-            v = view_through(PROTOCOL_ARRAY_INTERFACE, obj, None)
+            return _view_of(PROTOCOL_ARRAY_INTERFACE, obj, None)
         except ValueError:
             return _void_view(obj, obj.__array_interface__, False, None)
-        return _compat(v, 1)
 
     @staticmethod
     def from_any_interface(obj, stream_ptr=None):
@@ -230,14 +309,7 @@ cdef class StridedMemoryView(CoreView):
         BufferError
             If ``obj`` offers no protocol.
         """
-        cdef CoreView v
-        try:
-            v = view_through(PROTOCOL_NONE, obj, _no_order(stream_ptr))
-        except TypeError:
-            if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
-                raise _no_protocol(obj) from None
-            raise
-        return _compat(v, 1)
+        return _from_any_interface(obj, stream_ptr)
 
     @staticmethod
     def from_buffer(buffer, shape, strides=None, *, itemsize=None, dtype=None,
@@ -322,10 +394,12 @@ cdef class StridedMemoryView(CoreView):
     @property
     def strides(self):
         """tuple of int or None: Strides in elements; ``None`` for C-contiguous memory."""
-        if extents_is_c_contiguous(&self.rec.ext):
-            return None
-        if self._strides == NULL:       # the core's cache (see core/_view.pxd)
-            self._strides = _new_ref(extents_strides_tuple(&self.rec.ext, 1))
+        # The core's cache slot (see core/_view.pxd) holds this property's answer, None
+        # included: a view's extents never change, and on a compat view `strides` is always
+        # this property (the core's C code reads the slot only in its own `strides` getter).
+        if self._strides == NULL:
+            self._strides = _new_ref(None if extents_is_c_contiguous(&self.rec.ext)
+                                     else extents_strides_tuple(&self.rec.ext, 1))
         return <object> self._strides
 
     @property
@@ -585,8 +659,18 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
 cdef StridedLayout _layout_of_record(CoreView v):
     cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
     out._base = layout_from_extents(&v.rec.ext, v.rec.itemsize, 0)
-    out._implicit = extents_is_c_contiguous(&v.rec.ext) and extents_volume(&v.rec.ext) != 0
+    out._implicit = -1      # C-contiguous and not empty; decided on first need (_is_implicit)
     return out
+
+
+cdef inline bint _is_implicit(StridedLayout layout) noexcept:
+    # A view's layout has strides None when the view is C-contiguous and holds an element: a
+    # question for the layout's strides, not for making it (a launcher reading `layout` on
+    # every call may never ask it).
+    if layout._implicit < 0:
+        layout._implicit = (extents_is_c_contiguous(&layout._base.ext)
+                            and extents_volume(&layout._base.ext) != 0)
+    return layout._implicit
 
 
 # --- layouts -------------------------------------------------------------------------------------
@@ -611,6 +695,11 @@ cdef StridedLayout _wrap(CoreLayout base):
     return out
 
 
+# A view's `layout` makes one of these around a new core layout on every read: kept out of the
+# garbage collector (it holds only a core layout, which holds no Python object, so it can be in
+# no reference cycle) and recycled through a freelist, it costs about what the core layout does.
+@cython.no_gc
+@cython.freelist(8)
 cdef class StridedLayout:
     """cuda.core's ``_StridedLayout``, over interop-core's :class:`interop_core.StridedLayout`.
 
@@ -719,14 +808,14 @@ cdef class StridedLayout:
     @property
     def strides(self):
         """tuple of int or None: Strides in elements; ``None`` for a layout made without them."""
-        if self._implicit:
+        if _is_implicit(self):
             return None
         return extents_strides_tuple(&self._base.ext, 1)
 
     @property
     def strides_in_bytes(self):
         """tuple of int or None: Strides in bytes; ``None`` for a layout made without them."""
-        if self._implicit:
+        if _is_implicit(self):
             return None
         return extents_strides_tuple(&self._base.ext, self._base.itemsize)
 
@@ -1186,12 +1275,21 @@ cdef class _StridedMemoryViewProxy:
         -------
         StridedMemoryView
         """
-        cdef CoreView v = view_through(PROTOCOL_DLPACK if self.has_dlpack else PROTOCOL_CAI,
-                                       self.obj, _no_order(stream_ptr))
-        return _compat(v, 1)
+        return _view_of(PROTOCOL_DLPACK if self.has_dlpack else PROTOCOL_CAI, self.obj,
+                        _no_order(stream_ptr))
 
 
 # The in-place retyping above relies on these (checked once, at import).
 if (StridedMemoryView.__basicsize__ != CoreView.__basicsize__
         or PyType_GetFlags(<PyTypeObject*> StridedMemoryView) & Py_TPFLAGS_HEAPTYPE):
     raise ImportError("interop_core.compat: the compat view's C layout differs from the core's")
+
+# The compat view adds no field, so it dies as a core view does: the core's deallocator (the
+# core's _release_and_dealloc, installed as the core type's tp_dealloc when the core module was
+# imported, before this one).  The one Cython generated for the subclass only untracks the object
+# from the garbage collector, tracks it again and calls the core's.
+(<PyTypeObject*> StridedMemoryView).tp_dealloc = (<PyTypeObject*> CoreView).tp_dealloc
+
+# The core's accessors (ptr, shape, size, readonly, owner, ...), made for the compat type: read
+# on a compat view, the core's own descriptors would check the subclass relation on every read.
+interop_compat_rebind_descriptors(<PyTypeObject*> StridedMemoryView, <PyTypeObject*> CoreView)
