@@ -28,7 +28,8 @@ own, on this host, and an after / before ratio inside it is no difference.
 
 BEFORE_TREE is a built checkout (``python setup.py build_ext --inplace``) of the older tree;
 this checkout is "after".  Objects: numpy, torch (CPU and CUDA), cupy, jax (CPU and CUDA),
-each where installed and where a GPU exists.
+numba device arrays (``numba``, and ``numba slice``: a strided view of one), each where
+installed and where a GPU exists.
 """
 
 from __future__ import annotations
@@ -80,12 +81,21 @@ try:
         pass
 except ImportError:
     pass
+try:
+    if not wanted("numba", "numba slice"):
+        raise ImportError
+    from numba import cuda
+    if cuda.is_available():
+        objs["numba"] = cuda.device_array((4, 8), dtype=np.float32)
+        objs["numba slice"] = objs["numba"][1:, ::2]   # another pointer class (a view)
+except Exception:
+    pass
 objs = {name: obj for name, obj in objs.items() if wanted(name)}
 from interop_core import view
 for obj in objs.values():
     for _ in range(20000):
         view(obj)
-print(" ".join(sorted(objs)).replace(" cpu", "_cpu").replace(" cuda", "_cuda"), flush=True)
+print(" ".join(name.replace(" ", "_") for name in sorted(objs)), flush=True)
 n = 2000
 for line in sys.stdin:
     obj = objs[line.strip().replace("_", " ")]

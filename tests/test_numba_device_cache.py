@@ -362,6 +362,17 @@ def _foreign(cuda, base):
     return cuda.from_cuda_array_interface(base.__cuda_array_interface__, owner=base, sync=False)
 
 
+def _flush_frees(cuda):
+    # numba frees memory later, in batches: free what is pending now (the memory manager's queue,
+    # and the context's own for numba versions that keep it there).
+    gc.collect()
+    context = cuda.current_context()
+    for holder in (getattr(context, "memory_manager", None), context):
+        pending = getattr(holder, "deallocations", None)
+        if pending is not None:
+            pending.clear()
+
+
 def _check(obj):
     v = interop_core.view(obj)
     ref = _reference(obj)
@@ -387,8 +398,7 @@ def test_gpu_device_and_kind_are_the_interfaces_also_after_frees(kind):
         # Free the memory now (numba defers frees), then allocate memory of another kind,
         # which may take the same addresses: every new pointer object is asked about afresh.
         del a, obj
-        gc.collect()
-        cuda.current_context().deallocations.clear()
+        _flush_frees(cuda)
         for name, other in _makers(cuda).items():
             b = other()
             _check(b)
@@ -397,8 +407,7 @@ def test_gpu_device_and_kind_are_the_interfaces_also_after_frees(kind):
             else:
                 _check(interop_core.view(b)[1:])
             del b
-        gc.collect()
-        cuda.current_context().deallocations.clear()
+        _flush_frees(cuda)
 
 
 @pytest.mark.gpu

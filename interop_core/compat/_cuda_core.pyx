@@ -59,7 +59,7 @@ cdef extern from "Python.h":
 cdef extern from *:
     """
     /* The data descriptors (getters and members) `sub` inherits from `base` and does not define
-     * itself, made again for `sub` and put in its dict.  A descriptor checks on every read that
+     * itself, but for dunders, made again for `sub` and put in its dict.  A descriptor checks on every read that
      * the object is an instance of the class it was made for: for an instance of a subclass that
      * is a walk of the MRO (PyType_IsSubtype) instead of a pointer comparison.  The new ones
      * share the base's PyGetSetDef / PyMemberDef (the same C getters, the same docstrings), which
@@ -84,8 +84,9 @@ cdef extern from *:
         }
         for (gs = base->tp_getset; gs != NULL && gs->name != NULL; gs++) {
             PyObject* descr;
-            if (PyDict_GetItemString(dict, gs->name) != NULL)
-                continue;           /* the subclass defines its own */
+            /* The subclass's own, and the protocols' dunders (documented once, on the core). */
+            if (PyDict_GetItemString(dict, gs->name) != NULL || strncmp(gs->name, "__", 2) == 0)
+                continue;
             descr = PyDescr_NewGetSet(sub, gs);
             if (descr == NULL || PyDict_SetItemString(dict, gs->name, descr) < 0) {
                 Py_XDECREF(descr);
@@ -97,7 +98,7 @@ cdef extern from *:
         }
         for (m = base->tp_members; m != NULL && m->name != NULL; m++) {
             PyObject* descr;
-            if (PyDict_GetItemString(dict, m->name) != NULL)
+            if (PyDict_GetItemString(dict, m->name) != NULL || strncmp(m->name, "__", 2) == 0)
                 continue;
             descr = PyDescr_NewMember(sub, m);
             if (descr == NULL || PyDict_SetItemString(dict, m->name, descr) < 0) {

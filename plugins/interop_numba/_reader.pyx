@@ -362,13 +362,14 @@ cdef int _pointer_kind(object p) except -1:
     cdef PyObject* old
     for i in range(TYPE_SLOTS):
         if _ptr_types[i].type == <PyObject*> t:
-            if version != 0 and _ptr_types[i].version == version:
+            # Version 0 (a type CPython gives no version tag) is stored with PTR_GENERIC only.
+            if _ptr_types[i].version == version:
                 return _ptr_types[i].kind
             break
     kind = _pointer_kind_of(<object> t, p)      # Python code: the table is re-read below
     version = interop_numba_type_version(t)     # tagged by the lookups above, if it can be
     if version == 0:
-        return PTR_GENERIC                      # nothing about it can be remembered
+        kind = PTR_GENERIC      # a change to the type could not be seen: the generic path
     for i in range(TYPE_SLOTS):
         if _ptr_types[i].type == <PyObject*> t:
             _ptr_types[i].version = version
