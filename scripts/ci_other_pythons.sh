@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# The other supported CPythons (3.10, 3.13, editable) and the release wheel (3.12, installed with
-# no compiler on PATH), side by side; see .ci/run for the main job.  Not yet part of CI: on the
-# 2026-11-25 tree these lanes still fail (tests that read the source tree from the wheel lane,
-# doctor and docs examples without torch/jax on 3.10, a to() message test); run it by hand.
+# The suite on the other supported CPythons and against the release wheel, three lanes side by
+# side, each in its own copy of this checkout and its own virtual environment; .ci/run calls it
+# after the README's two Quick start commands, and CI fails when any lane fails.
+#   py3.12  the release wheel: scripts/build_wheels.sh builds the sdist and from it a stripped,
+#           repaired manylinux wheel, installed (binaries only, with the test-base extra) into an
+#           environment whose PATH holds no compiler; the suite runs from a copy of what it reads
+#           (tests/, examples/, docs/, benchmarks/, scripts/, README.md, CHANGELOG.md,
+#           pyproject.toml) outside the source tree, against the installed package; jax, no torch
+#   py3.10  editable install; no torch, no jax (the jax plugin needs jax >= 0.10, which needs
+#           Python >= 3.11)
+#   py3.13  editable install; jax, no torch
+# Tests whose framework is missing skip, naming it; so does the docs build test (the sphinx
+# tools are installed for Quick start command 2 only).  Each part's time is printed; the closing
+# line adds up the suites' results.  Exit status: non-zero when any lane failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci_start=$SECONDS
