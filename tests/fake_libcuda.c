@@ -319,12 +319,24 @@ int cuModuleGetFunction(void** function, void* module, const char* name) {
 
 int cuModuleUnload(void* module) { (void) module; note("cuModuleUnload", 0, 0); return 0; }
 
+/* A driver that counts parameters (cuFuncGetParamCount) unless the count is -1; a query past
+ * the last parameter is logged: it is what compute-sanitizer reports as a failed API call. */
+int cuFuncGetParamCount(void* f, size_t* count) {
+    (void) f;
+    if (param_count < 0)
+        return 801;                         /* CUDA_ERROR_NOT_SUPPORTED */
+    *count = (size_t) param_count;
+    return 0;
+}
+
 int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
     (void) f;
     if (param_count < 0)
         return 801;                         /* CUDA_ERROR_NOT_SUPPORTED */
-    if ((int) index >= param_count)
+    if ((int) index >= param_count) {
+        note("cuFuncGetParamInfo past the last parameter", 0, 0);
         return 1;                           /* CUDA_ERROR_INVALID_VALUE */
+    }
     *offset = 0;
     *size = param_sizes[index];
     return 0;

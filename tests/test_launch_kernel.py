@@ -279,3 +279,14 @@ def test_the_launch_timing_script_runs_or_says_why_not():
             assert title in done.stdout
         assert "interop_core triton_kernel (torch)" in done.stdout
         assert "interop_core Kernel.launch" in done.stdout
+
+
+def test_parameters_are_counted_without_a_failing_driver_call(driver):
+    out = run(driver, SETUP + """
+take_log()
+set_params(8, 8, 4)
+k = module.kernel("three_params")
+report({"sizes": k.param_sizes, "calls": calls(take_log())})
+""")
+    assert out["sizes"] == [8, 8, 4]
+    assert not [c for c in out["calls"] if "past the last" in c]

@@ -100,6 +100,7 @@ ctypedef int (*cuLaunchKernelEx_t)(const LaunchConfig* config, void* f, void** k
                                    void** extra) noexcept nogil
 ctypedef int (*cuFuncGetParamInfo_t)(void* f, size_t index, size_t* offset,
                                      size_t* size) noexcept nogil
+ctypedef int (*cuFuncGetParamCount_t)(void* f, size_t* count) noexcept nogil
 ctypedef int (*cuFuncSetAttribute_t)(void* f, int attribute, int value) noexcept nogil
 ctypedef int (*cuDeviceGetAttribute_t)(int* value, int attribute, int device) noexcept nogil
 
@@ -109,6 +110,7 @@ cdef cuModuleUnload_t _cuModuleUnload = NULL
 cdef cuDeviceGetAttribute_t _cuDeviceGetAttribute = NULL
 cdef cuLaunchKernelEx_t _cuLaunchKernelEx = NULL           # optional (CUDA 11.8+)
 cdef cuFuncGetParamInfo_t _cuFuncGetParamInfo = NULL       # optional (CUDA 12.4+)
+cdef cuFuncGetParamCount_t _cuFuncGetParamCount = NULL     # optional (newer drivers)
 cdef cuFuncSetAttribute_t _cuFuncSetAttribute = NULL
 cdef cuLaunchKernel_t _cuLaunchKernel = NULL
 
@@ -147,6 +149,8 @@ cdef int require_module_api() except -1:
     _cuDeviceGetAttribute = attribute
     _cuLaunchKernelEx = <cuLaunchKernelEx_t> driver_symbol(b"cuLaunchKernelEx")
     _cuFuncGetParamInfo = <cuFuncGetParamInfo_t> driver_symbol(b"cuFuncGetParamInfo")
+    global _cuFuncGetParamCount
+    _cuFuncGetParamCount = <cuFuncGetParamCount_t> driver_symbol(b"cuFuncGetParamCount")
     _cuFuncSetAttribute = <cuFuncSetAttribute_t> driver_symbol(b"cuFuncSetAttribute")
     _cuLaunchKernel = launch_kernel        # set last: it marks the whole API as resolved
     return 0
@@ -191,16 +195,24 @@ cdef const DeviceLimits* device_limits(int device_id) except NULL:
 
 cdef Py_ssize_t function_param_sizes(void* function, void* context, size_t* out,
                                      Py_ssize_t capacity) except -2:
-    cdef size_t offset = 0, size = 0
+    cdef size_t offset = 0, size = 0, count = 0
     cdef Py_ssize_t i = 0
     cdef int status = 0
     cdef int pushed
+    cdef bint counted = False
     require_module_api()
     if _cuFuncGetParamInfo == NULL:
         return -1
     pushed = enter_context(context)
     try:
+        # Where the driver can count the parameters, no call is made past the last one (an
+        # error return, which compute-sanitizer reports as a failed API call).
+        if _cuFuncGetParamCount != NULL and _cuFuncGetParamCount(function, &count) == 0:
+            counted = True
         while True:
+            if counted and <size_t> i >= count:
+                status = CUDA_ERROR_INVALID_VALUE       # what the driver says past the last
+                break
             status = _cuFuncGetParamInfo(function, <size_t> i, &offset, &size)
             if status != 0:
                 break
