@@ -230,16 +230,22 @@ def _ours_by_group(results: Iterable[Measurement]) -> dict[str, float]:
     return ours
 
 
+def markdown_text(text: str) -> str:
+    """``text`` for a markdown table cell: pipes and brackets escaped, so that a path named
+    like Python code (Triton's ``kernel[grid](...)``) is not read as a column or a link."""
+    return text.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
+
+
 def format_section(results: list[Measurement]) -> str:
     """A markdown table: operation, path, ns per call, path ÷ ours, note."""
     ours = _ours_by_group(results)
     lines = ["| operation | path | ns / call | × ours | note |",
              "| --- | --- | ---: | ---: | --- |"]
     for r in results:
-        name = f"**{r.name}**" if r.ours else r.name
+        name = f"**{markdown_text(r.name)}**" if r.ours else markdown_text(r.name)
         base = ours.get(r.group)
         ratio = f"{r.ns / base:.2f}" if (base and r.ns is not None) else ""
-        note = r.note.replace("|", "\\|")
+        note = markdown_text(r.note)
         lines.append(f"| {r.group} | {name} | {_time_text(r)} | {ratio} | {note} |")
     return "\n".join(lines)
 
