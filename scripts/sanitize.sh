@@ -76,13 +76,9 @@ for arg in "$@"; do
   esac
 done
 if [ "$names_tests" = 0 ]; then
-  # The first measures resident memory, which AddressSanitizer's quarantine of freed blocks
-  # inflates; the second needs a freed object's address handed to the next object, which the
-  # quarantine prevents (test_a_dead_object_never_answers_for_another covers it here).
+  # It measures resident memory, which AddressSanitizer's quarantine of freed blocks inflates.
   set -- "${DEFAULT_TESTS[@]}" -m "not slow and not gpu" --deselect \
     tests/test_lifetime.py::test_views_with_more_dimensions_than_inline_storage_free_their_extents \
-    --deselect \
-    tests/test_numba_device_cache.py::test_a_new_object_at_a_dead_objects_address_asks_the_driver \
     "$@"
 fi
 
