@@ -50,6 +50,11 @@ cdef extern from "interop_core.h":
     ctypedef int (*interop_core_reader_v2)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept
 
+    # 1: the protocol's own reading gives the same view; 0: it may not; -1: an exception set.
+    ctypedef int (*interop_core_equivalence_check_v1)(PyObject* obj, int32_t protocol,
+                                                      const interop_core_tensor_info* read) noexcept
+    const char* INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE
+
     # Returns a new reference, or NULL with an exception set (the Cython signature of a
     # `cdef object f(const interop_core_tensor_info*, object, object)`).
     ctypedef PyObject* (*interop_core_exporter_v1)(const interop_core_tensor_info* view,

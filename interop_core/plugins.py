@@ -197,7 +197,8 @@ class PluginRegistrar:
                  fallback: str | Callable | Any | tuple | None = None,
                  prepare: Callable[[], Any] | None = None,
                  canaries: Callable[[], Any] | None = None,
-                 readonly: bool = False, equivalent_to: tuple[str, ...] = ()) -> None:
+                 readonly: bool = False, equivalent_to: tuple[str, ...] = (),
+                 equivalence_check: dict[str, Any] | None = None) -> None:
         """Read objects of exactly ``type_`` with ``reader``.
 
         Parameters
@@ -244,13 +245,24 @@ class PluginRegistrar:
             and the other ``from_*`` classmethods of those protocols then read through
             ``reader`` too, as fast as ``view()``; an object ``reader`` refuses with a
             ``BufferError`` goes to the protocol itself.  Declare only what holds for every
-            object of the type.
+            object of the type, or give ``equivalence_check``.
+        equivalence_check : dict, optional
+            ``{protocol name: check}``, for protocols of ``equivalent_to`` whose own reading
+            matches ``reader``'s for most objects of the type but not all: the check is asked
+            per object, after ``reader`` read it for that protocol's ``from_*`` classmethod,
+            whether the protocol would give the same view.  A check is a capsule named
+            ``"interop_core.equivalence_check_v1"`` (``interop_core.h``: called with the
+            object, the protocol and what was read) or a callable
+            ``(obj, protocol_name, view) -> bool``.  False: the protocol itself answers.  Host
+            memory is never the CUDA Array Interface's, nor device memory the host protocols':
+            the core refuses those without asking.
         """
         _validate_target(type_, "type_")
         entry = _registry.new_entry(reader, plugin=_registering, subclasses=subclasses,
                                     producer_stream=producer_stream, type_path=_type_path(type_),
                                     fallback=fallback, prepare=prepare, canaries=canaries,
-                                    readonly=readonly, equivalent_to=equivalent_to)
+                                    readonly=readonly, equivalent_to=equivalent_to,
+                                    equivalence_check=equivalence_check)
         self._record("type", type_, entry)
 
     def add_stream_type(self, type_: type | str, handle: Callable[[Any], int], *,

@@ -32,6 +32,16 @@ def _record(v):
             "readonly": v.readonly}
 
 
+def _outcome(constructor, *args):
+    # The record a constructor gives, or the error it raises (type and message): a protocol
+    # that refuses an object (torch's CUDA Array Interface of a CPU tensor) must refuse it
+    # through the fast path in the same words.
+    try:
+        return _record(constructor(*args))
+    except Exception as e:
+        return (type(e), str(e))
+
+
 def _by_protocol(protocol, obj):
     # The protocol's own reader, run directly (what from_* gave before the fast path).
     return _registry.read_with(_registry.new_entry(protocol), obj)
@@ -58,7 +68,7 @@ def _torch_samples():
 
 
 FRAMEWORKS = {"numpy": (_numpy_samples, ("dlpack", "array_interface", "buffer_protocol")),
-              "torch": (_torch_samples, ("dlpack",))}
+              "torch": (_torch_samples, ("dlpack", "cuda_array_interface"))}
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
@@ -75,10 +85,11 @@ def test_every_from_constructor_gives_what_its_protocol_gives(framework):
     make, protocols = FRAMEWORKS[framework]
     for name, obj in make().items():
         for protocol in protocols:
-            fast = CONSTRUCTORS[protocol](obj)
-            want = _by_protocol(protocol, obj)
-            assert _record(fast) == _record(want), (framework, name, protocol)
-            assert fast.owner is obj
+            fast = _outcome(CONSTRUCTORS[protocol], obj)
+            want = _outcome(_by_protocol, protocol, obj)
+            assert fast == want, (framework, name, protocol)
+            if not isinstance(fast, tuple):
+                assert CONSTRUCTORS[protocol](obj).owner is obj
         assert _record(StridedMemoryView.from_any(obj)) == _record(_by_protocol("dlpack", obj))
 
 
@@ -213,6 +224,129 @@ def test_an_unknown_protocol_name_is_refused_naming_it(names):
 def test_a_plugin_declaring_an_unknown_protocol_fails_to_register_naming_it(registered):
     with pytest.raises(RuntimeError, match="unknown protocol 'dlpak'"):
         _carrier_plugin(registered, _counting_reader([]), equivalent_to=("dlpak",))
+
+
+# --- equivalence_check: exact for most objects of a type, not all -------------------------------
+
+def test_an_equivalence_check_that_says_no_sends_that_object_to_the_protocol(registered):
+    calls, asked = [], []
+
+    def check(obj, protocol, view):
+        asked.append((protocol, view.shape))
+        return view.size > 2                # the small ones: "the protocol says otherwise"
+
+    _carrier_plugin(registered, _counting_reader(calls), equivalent_to=("dlpack",),
+                    equivalence_check={"dlpack": check})
+    big, small = Carrier(np.arange(6.0)), Carrier(np.arange(2.0))
+    assert StridedMemoryView.from_dlpack(big).ptr == big.array.ctypes.data
+    assert StridedMemoryView.from_dlpack(small).ptr == small.array.ctypes.data
+    assert asked == [("dlpack", (6,)), ("dlpack", (2,))]
+    assert calls == [big, small]            # read by the reader, then by the protocol
+    interop_core.view(small)                # view() never asks: it is not a protocol's view
+    assert len(asked) == 2
+
+
+def test_an_equivalence_check_is_asked_only_for_the_protocols_it_names(registered):
+    asked = []
+    _carrier_plugin(registered, _counting_reader([]),
+                    equivalent_to=("dlpack", "array_interface"),
+                    equivalence_check={"array_interface": lambda o, p, v: asked.append(p)})
+    c = Carrier(np.arange(3.0))
+    StridedMemoryView.from_dlpack(c)
+    assert asked == []
+    StridedMemoryView.from_array_interface(c)
+    assert asked == ["array_interface"]
+
+
+def test_an_equivalence_check_that_raises_raises_from_the_constructor(registered):
+    def check(obj, protocol, view):
+        raise ValueError("the check itself failed")
+
+    _carrier_plugin(registered, _counting_reader([]), equivalent_to=("dlpack",),
+                    equivalence_check={"dlpack": check})
+    with pytest.raises(ValueError, match="the check itself failed"):
+        StridedMemoryView.from_dlpack(Carrier(np.arange(3.0)))
+
+
+@pytest.mark.parametrize("checks, error, message", [
+    ({"array_interface": lambda o, p, v: True}, ValueError, "does not declare"),
+    ({"dlpak": lambda o, p, v: True}, ValueError, "unknown protocol 'dlpak'"),
+    ({"dlpack": 3}, TypeError, "must be a PyCapsule or a callable"),
+    (lambda o, p, v: True, TypeError, "must be a dict"),
+])
+def test_a_malformed_equivalence_check_is_refused_naming_it(checks, error, message):
+    with pytest.raises(error, match=message):
+        _registry.new_entry(lambda o, s: None, equivalent_to=("dlpack",),
+                            equivalence_check=checks)
+
+
+def test_an_equivalence_check_capsule_of_another_name_is_refused():
+    import ctypes
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new_capsule(ctypes.cast(ctypes.pythonapi.Py_IncRef, ctypes.c_void_p),
+                          b"interop_core.reader_v2", None)
+    with pytest.raises(ValueError, match="must be named 'interop_core.equivalence_check_v1'"):
+        _registry.new_entry(lambda o, s: None, equivalent_to=("dlpack",),
+                            equivalence_check={"dlpack": capsule})
+
+
+def test_fallbacks_inherit_the_equivalence_check():
+    checks = {"dlpack": lambda o, p, v: True}
+    entry = _registry.new_entry(lambda o, s: None, fallback="dlpack", equivalent_to=("dlpack",),
+                                equivalence_check=checks)
+    assert entry.equivalence_check == checks == entry.fallback.equivalence_check
+
+
+def test_host_memory_is_never_the_cuda_array_interfaces(registered):
+    # A reader declared equivalent to the CUDA Array Interface that reads host memory (torch
+    # reads CPU tensors too): the interface itself answers for that object.
+    calls = []
+    _carrier_plugin(registered, _counting_reader(calls),
+                    equivalent_to=("dlpack", "cuda_array_interface"))
+    c = Carrier(np.arange(3.0))
+    with pytest.raises(TypeError, match="Carrier"):
+        StridedMemoryView.from_cuda_array_interface(c)   # Carrier has no such interface
+    assert calls == [c]
+
+
+def test_torch_cpu_tensors_go_to_torchs_own_cuda_array_interface():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(3)
+    assert "cuda_array_interface" in interop_core.plugins.reader_for(type(t)).equivalent_to
+    with pytest.raises(Exception) as fast:
+        StridedMemoryView.from_cuda_array_interface(t)
+    with pytest.raises(Exception) as slow:
+        _by_protocol("cuda_array_interface", t)
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+
+
+@pytest.mark.gpu
+def test_torch_cuda_tensors_read_by_the_interface_as_the_interface_gives_them():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA torch and a GPU")
+    grid = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
+    samples = {"contiguous": grid, "sliced": grid[1:, ::2], "transposed": grid.T,
+               "zero_size": torch.zeros((0, 3), dtype=torch.int8, device="cuda"),
+               "empty_slice": grid[2:2], "zero_d": torch.tensor(3.0, device="cuda"),
+               "extent_1_odd_stride": torch.ones(4, 1, device="cuda").t(),
+               "bool": torch.ones(3, dtype=torch.bool, device="cuda"),
+               "complex64": torch.ones(2, dtype=torch.complex64, device="cuda"),
+               "uint16": torch.ones(2, dtype=torch.uint16, device="cuda"),
+               "bfloat16": torch.ones(3, dtype=torch.bfloat16, device="cuda"),
+               "detached": torch.ones(3, device="cuda", requires_grad=True).detach()}
+    for name, t in samples.items():
+        fast = StridedMemoryView.from_cuda_array_interface(t)
+        want = _by_protocol("cuda_array_interface", t)
+        assert _record(fast) == _record(want), name
+        assert fast.ptr == want.ptr, name
+    for refused in (torch.ones(3, device="cuda", requires_grad=True),
+                    torch.nn.Parameter(torch.ones(2, device="cuda"))):
+        outcome = _outcome(StridedMemoryView.from_cuda_array_interface, refused)
+        assert outcome == _outcome(_by_protocol, "cuda_array_interface", refused)
+        assert "requires grad" in outcome[1]
 
 
 # --- stream semantics, with the fake CUDA driver -----------------------------------------------

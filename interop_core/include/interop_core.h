@@ -50,6 +50,11 @@
  * memory is first used rather than when it is described (check `size` before calling it), and
  * one input, `uses_memory` (read it only when the table says `abi_version >= 4`).
  *
+ * An optional equivalence check (capsule INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, passed as
+ * `equivalence_check=` with `equivalent_to=`) says, per object, whether what the reader read is
+ * what a protocol's own reading would give: see interop_core_equivalence_check_v1 below.  It is
+ * optional and changes no struct: a core without it refuses the keyword, never the reader.
+ *
  * This header is self-contained: the element type is a DLPack (code, bits, lanes) triple and the
  * device a DLPack (device_type, device_id) pair, spelled out here without any DLPack header.
  */
@@ -69,6 +74,14 @@ extern "C" {
 #define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
 /* PyCapsule_Import name of the core's function table (the attribute `_C_API` of interop_core). */
 #define INTEROP_CORE_API_CAPSULE "interop_core._C_API"
+
+/* The exchange protocols a registration may declare its reader equivalent to (`equivalent_to=`),
+   as an equivalence check is told them. */
+#define INTEROP_CORE_PROTOCOL_DLPACK 2
+#define INTEROP_CORE_PROTOCOL_CUDA_ARRAY_INTERFACE 3
+#define INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE 4
+#define INTEROP_CORE_PROTOCOL_BUFFER 5
+#define INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE "interop_core.equivalence_check_v1"
 
 /* A reader's return values (version 2). */
 #define INTEROP_CORE_READ_OK 0
@@ -113,6 +126,18 @@ typedef int (*interop_core_reader_v1)(PyObject *obj, PyObject *stream,
                                       interop_core_tensor_info *out);
 typedef int (*interop_core_reader_v2)(PyObject *obj, PyObject *stream,
                                       interop_core_tensor_info *out);
+
+/* An equivalence check: asked by StridedMemoryView.from_<protocol>(obj) after the reader read
+   `obj` (described by `read`, strides in ELEMENTS, valid for the call only), for a protocol the
+   registration named in `equivalent_to=`.  Returns 1 when the protocol's own reading of `obj`
+   gives the same view (pointer, layout, dtype, device, read-only flag, stream ordering), 0 when
+   it may not (the view is dropped and the protocol itself answers, in its own words), or -1
+   with a Python exception set.  For objects whose exactness depends on the object (torch: a
+   tensor that requires grad, which torch's CUDA Array Interface refuses).  The core already
+   refuses, without asking, device memory for the host protocols and host memory for the CUDA
+   Array Interface. */
+typedef int (*interop_core_equivalence_check_v1)(PyObject *obj, int32_t protocol,
+                                                 const interop_core_tensor_info *read);
 
 /* A compiled exporter: the target framework's object over the memory `view` describes (strides
    in ELEMENTS, `keepalive` unused), holding a reference to `owner` for as long as that object

@@ -49,6 +49,13 @@ cdef class ReaderEntry:
     """callable or None: Objects the reader must read exactly as its fallback does."""
     cdef int equivalent               # bit (1 << Protocol) set for each exchange protocol this
                                       # reader reads exactly as (StridedMemoryView.from_*)
+    cdef readonly object equivalence_check  # owned: {protocol name: the plugin's check (a
+                                            # capsule, which keeps check_fns valid, or a
+                                            # callable)}, or None
+    """dict or None: Per protocol, asked per object whether the reader's view is the
+    protocol's (``equivalence_check=`` of ``add_type``)."""
+    cdef PyObject* check_of[6]        # borrowed from equivalence_check: per Protocol, or NULL
+    cdef void* check_fns[6]           # per Protocol: interop_core_equivalence_check_v1, or NULL
     cdef object any_type              # owned: the last type from_any read through this entry,
     cdef int any_protocol             # and the protocol from_any chooses for it
 

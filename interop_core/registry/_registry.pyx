@@ -73,12 +73,14 @@ __all__ = ["view", "ReaderEntry", "new_entry", "CExporter", "new_exporter", "set
 from ..abi cimport (
     INTEROP_CORE_ABI_VERSION,
     INTEROP_CORE_API_CAPSULE,
+    INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
     INTEROP_CORE_EXPORTER_CAPSULE,
     INTEROP_CORE_READ_DECLINED,
     INTEROP_CORE_READ_OK,
     INTEROP_CORE_READER_CAPSULE,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_api,
+    interop_core_equivalence_check_v1,
     interop_core_exporter_v1,
     interop_core_reader_v1,
     interop_core_tensor_info,
@@ -370,7 +372,8 @@ cdef class ReaderEntry:
 
 
 def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_path=None,
-              fallback=None, prepare=None, canaries=None, readonly=False, equivalent_to=()):
+              fallback=None, prepare=None, canaries=None, readonly=False, equivalent_to=(),
+              equivalence_check=None):
     """Validate what a plugin registered as a reader and make its table entry.
 
     Parameters
@@ -406,6 +409,13 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         ``StridedMemoryView.from_*`` classmethod of each then uses ``reader`` (a core reader
         named after a protocol is equivalent to it without saying so).  The fallbacks inherit
         it: they read the same type for the same plugin.
+    equivalence_check : dict, optional
+        ``{protocol name: check}`` for protocols of ``equivalent_to`` that ``reader``
+        reproduces for most objects but not all: asked per object, after ``reader`` read it
+        for that protocol's ``from_*`` classmethod, whether the protocol would give the same
+        view.  A check is a capsule named ``"interop_core.equivalence_check_v1"``
+        (``include/interop_core.h``) or a callable ``(obj, protocol_name, view) -> bool``.
+        False: the protocol itself answers.  The fallbacks inherit it.
 
     Returns
     -------
@@ -459,6 +469,7 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         raise ValueError("a reader that is validated (prepare= or canaries=) needs a fallback= "
                          "to use when validation fails")
     e.equivalent = _equivalence_mask(equivalent_to)
+    _set_equivalence_check(e, equivalence_check)
     if e.kind == READER_CORE:
         e.equivalent |= _CORE_READER_EQUIVALENCE.get(reader, 0)
     e.reader = reader
@@ -475,15 +486,53 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         # A chain: the first reads what `reader` declines, the rest what it declines in turn.
         fallback = new_entry(fallback[0], plugin, subclasses, producer_stream, type_path,
                              fallback=fallback[1:] or None, readonly=readonly,
-                             equivalent_to=equivalent_to)
+                             equivalent_to=equivalent_to, equivalence_check=equivalence_check)
     if fallback is not None:
         if not isinstance(fallback, ReaderEntry):
             # The fallback reads the same type for the same plugin: it inherits its strategy
             # (and, installed when validation fails, must still mark its views read-only).
             fallback = new_entry(fallback, plugin, subclasses, producer_stream, type_path,
-                                 readonly=readonly, equivalent_to=equivalent_to)
+                                 readonly=readonly, equivalent_to=equivalent_to,
+                                 equivalence_check=equivalence_check)
         e.fallback = fallback
     return e
+
+
+cdef int _set_equivalence_check(ReaderEntry e, object checks) except -1:
+    cdef const char* name
+    cdef int protocol
+    if checks is None:
+        return 0
+    if not isinstance(checks, dict):
+        raise TypeError(f"equivalence_check must be a dict {{protocol name: check}}, got "
+                        f"{type(checks).__name__}")
+    checks = dict(checks)
+    for protocol_name, check in checks.items():
+        found = _EQUIVALENCE_BY_NAME.get(protocol_name)
+        if found is None:
+            raise ValueError(f"equivalence_check: unknown protocol {protocol_name!r}; expected "
+                             f"some of {sorted(_EQUIVALENCE_BY_NAME)}")
+        protocol = found
+        if not (e.equivalent >> protocol) & 1:
+            raise ValueError(f"equivalence_check names {protocol_name!r}, which equivalent_to= "
+                             f"does not declare")
+        if PyCapsule_CheckExact(check):
+            name = PyCapsule_GetName(check)
+            if name == NULL or strcmp(name, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE) != 0:
+                shown = None if name == NULL else (<bytes> name).decode("utf-8", "replace")
+                raise ValueError(
+                    f"equivalence_check[{protocol_name!r}]: a capsule must be named "
+                    f"{INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE.decode()!r}, got {shown!r}")
+            e.check_fns[protocol] = PyCapsule_GetPointer(check, name)
+            if e.check_fns[protocol] == NULL:
+                raise ValueError(f"equivalence_check[{protocol_name!r}]: the capsule holds a "
+                                 "NULL function pointer")
+        elif not callable(check):
+            raise TypeError(f"equivalence_check[{protocol_name!r}] must be a PyCapsule or a "
+                            f"callable(obj, protocol, view) -> bool, got {type(check).__name__}")
+        e.check_of[protocol] = <PyObject*> check
+    e.equivalence_check = checks     # owns every check the arrays above borrow
+    return 0
 
 
 cdef ReaderEntry _generic_entry(int protocol):
@@ -1117,12 +1166,48 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
         return None
     finally:
         _readers_running -= 1
+    if not _same_as_protocol(entry, obj, v, protocol):
+        return None
     if v.owner is not obj and Py_REFCNT(v) == 1:
         # A reader that read an alias of obj (torch's fallback reads a tensor that requires
         # grad through its detached alias): the protocol's view names obj, and so does this
         # one, made for this call alone; the alias stays held as the keep-alive.
         v.owner = obj
     return v
+
+
+cdef enum:
+    KDL_CPU = 1
+    KDL_CUDA = 2
+
+
+cdef int _same_as_protocol(ReaderEntry entry, object obj, StridedMemoryView v,
+                           int protocol) except -1:
+    # Whether the protocol's own reading of obj gives the view the reader made.  Memory a
+    # protocol cannot describe at all is the protocol's to refuse (torch's CUDA Array Interface
+    # of a CPU tensor raises AttributeError): host memory for the CUDA Array Interface, device
+    # memory for the host protocols.  The rest is the plugin's to say, per object.
+    cdef interop_core_tensor_info info
+    cdef int answer
+    if protocol == PROTOCOL_CAI:
+        if v.rec.device_type == KDL_CPU:
+            return 0
+    elif protocol == PROTOCOL_ARRAY_INTERFACE or protocol == PROTOCOL_BUFFER:
+        if v.rec.device_type == KDL_CUDA:
+            return 0
+    if entry.check_of[protocol] == NULL:
+        return 1
+    if entry.check_fns[protocol] != NULL:
+        _describe_record(&v.rec, &info)
+        answer = (<interop_core_equivalence_check_v1> entry.check_fns[protocol])(
+            <PyObject*> obj, protocol, &info)
+        if answer < 0:
+            if PyErr_Occurred() == NULL:
+                raise SystemError(f"the equivalence check of plugin {entry.plugin!r} returned "
+                                  f"{answer} without setting an exception")
+            return -1
+        return answer != 0
+    return bool((<object> entry.check_of[protocol])(obj, _EQUIVALENCE_NAMES[protocol], v))
 
 
 cdef PyObject* _entry_after_miss(object obj) except? NULL:

@@ -116,12 +116,16 @@ def interop_core_register(registry):
     """Declare torch's tensor types (the AOTI reader, validated once), streams, exporter, and
     ``DTensor`` as a sharded type with its assembler."""
     reader = _reader.reader_capsule()
+    interface_check = {"cuda_array_interface": _reader.equivalence_check_capsule()}
     for path in _TENSOR_TYPES:
         # The AOTI reader reads what torch's DLPack export describes, and orders a consumer
-        # stream after torch's current stream as torch's __dlpack__(stream=) does.
+        # stream after torch's current stream as torch's __dlpack__(stream=) does; torch's
+        # CUDA Array Interface describes the same, but for the tensors the check sends to it.
         registry.add_type(path, reader=reader, fallback=_reader.read_checked,
                           prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=producer_stream, equivalent_to=("dlpack",))
+                          producer_stream=producer_stream,
+                          equivalent_to=("dlpack", "cuda_array_interface"),
+                          equivalence_check=interface_check)
     registry.add_type("torch._subclasses.fake_tensor:FakeTensor", reader=refuse_fake_tensor)
     registry.add_type("torch._subclasses.functional_tensor:FunctionalTensor",
                       reader=refuse_fake_tensor)

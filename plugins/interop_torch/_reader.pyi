@@ -5,7 +5,7 @@ from typing import Any
 from interop_core import StridedMemoryView
 
 __all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
-           "to_torch"]
+           "to_torch", "equivalence_check_capsule"]
 
 def reader_capsule() -> Any:
     """The AOTI reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
@@ -21,6 +21,10 @@ def prepare() -> dict[str, Any] | str:
 
 def aoti_producer_stream(device_index: int) -> int | None:
     """torch's current CUDA stream on ``device_index`` through AOTI, or None if unavailable."""
+
+def equivalence_check_capsule() -> Any:
+    """Whether torch's ``__cuda_array_interface__`` gives the reader's view of a tensor (a
+    capsule for ``registry.add_type(equivalence_check=...)``)."""
 
 def to_torch(view: StridedMemoryView, stream: object = None) -> Any:
     """A ``torch.Tensor`` over the memory of ``view``, through the DLPack C exchange API."""

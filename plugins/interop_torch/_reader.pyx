@@ -47,6 +47,7 @@ from libc.string cimport memcpy, memset
 from interop_core.abi cimport (
     INTEROP_CORE_READ_DECLINED,
     INTEROP_CORE_READ_OK,
+    INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_tensor_info,
     interop_core_api,
@@ -56,7 +57,8 @@ from interop_core.abi cimport (
 from interop_core import StridedMemoryView
 
 __all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
-           "to_torch", "import_limits", "export_rule_capsule", "export_rule_status"]
+           "to_torch", "import_limits", "export_rule_capsule", "export_rule_status",
+           "equivalence_check_capsule"]
 
 
 cdef extern from "<dlfcn.h>" nogil:
@@ -1751,7 +1753,8 @@ cdef int _bind_grad_getter() except -1:
     return 0
 
 
-cdef int _refuse_requires_grad(PyObject* obj) except -1:
+cdef int _requires_grad(PyObject* obj) except -1:
+    """1 when the tensor requires grad, else 0."""
     cdef PyObject* answer
     cdef bint requires
     cdef char* impl
@@ -1761,16 +1764,19 @@ cdef int _refuse_requires_grad(PyObject* obj) except -1:
             return 0                    # no autograd metadata: cannot require grad
     if _grad_state == 0:
         _bind_grad_getter()
-        return _refuse_requires_grad(obj)
+        return _requires_grad(obj)
     if _grad_state > 0:
         answer = _grad_getter(obj, _grad_closure)
         if answer == NULL:
             return -1
         requires = answer == Py_True
         Py_DECREF(answer)
-    else:
-        requires = bool((<object> obj).requires_grad)
-    if requires:
+        return requires
+    return bool((<object> obj).requires_grad)
+
+
+cdef int _refuse_requires_grad(PyObject* obj) except -1:
+    if _requires_grad(obj):
         raise BufferError(
             f"cannot hand a {type(<object> obj).__name__} that requires grad to another "
             "framework: torch refuses to export it (as Tensor.__dlpack__ and .numpy() do); "
@@ -1804,3 +1810,77 @@ def export_rule_capsule():
     """
     return PyCapsule_New(<void*> _refuse_requires_grad, b"interop_core.export_rule_v1", NULL)
 
+
+
+# --- from_cuda_array_interface: when torch's own interface gives the reader's view --------------
+#
+# torch's __cuda_array_interface__ (version 2: no stream) describes a CUDA tensor as the reader
+# does, except where it refuses or says something else: a tensor that requires grad (refused),
+# bfloat16 (typestr "<V2", opaque) and the float8 types (no typestr), and the strides of a
+# tensor torch calls contiguous (omitted, so C-contiguous, whatever torch keeps for extents of 1
+# or for an empty tensor).  Those go to the interface itself, which then answers in torch's own
+# words; every other CUDA tensor takes the reader's view.  The reader orders a consumer stream
+# after torch's current stream as from_dlpack does, where version 2 orders nothing: the view
+# is the interface's, the ordering a strict superset of it.
+
+cdef inline bint _has_typestr(uint8_t code, uint8_t bits, uint16_t lanes) noexcept:
+    if lanes != 1:
+        return False
+    if code == 0 or code == 1:                  # int, uint
+        return bits == 8 or bits == 16 or bits == 32 or bits == 64
+    if code == 2:                               # float
+        return bits == 16 or bits == 32 or bits == 64
+    if code == KDL_COMPLEX:
+        return bits == 64 or bits == 128
+    return code == 6 and bits == 8              # bool
+
+
+cdef inline bint _torch_calls_contiguous(const interop_core_tensor_info* read) noexcept:
+    # TensorImpl's is_contiguous: empty, or row-major with extents of 1 skipped.
+    cdef int64_t expected = 1
+    cdef int i
+    for i in range(read.ndim):
+        if read.shape[i] == 0:
+            return True
+    for i in range(read.ndim - 1, -1, -1):
+        if read.shape[i] != 1:
+            if read.strides[i] != expected:
+                return False
+            expected *= read.shape[i]
+    return True
+
+
+cdef inline bint _row_major(const interop_core_tensor_info* read) noexcept:
+    cdef int64_t expected = 1
+    cdef int i
+    for i in range(read.ndim - 1, -1, -1):
+        if read.strides[i] != expected:
+            return False
+        expected *= read.shape[i]
+    return True
+
+
+cdef int _same_as_interface(PyObject* obj, int32_t protocol,
+                            const interop_core_tensor_info* read) except -1:
+    cdef int i
+    if not _has_typestr(read.dtype_code, read.dtype_bits, read.dtype_lanes):
+        return 0
+    if read.strides != NULL and _torch_calls_contiguous(read) and not _row_major(read):
+        return 0
+    if read.data != NULL:
+        for i in range(read.ndim):
+            if read.shape[i] == 0:
+                return 0                # the interface says 0 for an empty tensor's address
+    return 0 if _requires_grad(obj) else 1
+
+
+def equivalence_check_capsule():
+    """The check ``registry.add_type(equivalence_check={"cuda_array_interface": ...})`` takes:
+    whether torch's own ``__cuda_array_interface__`` gives the reader's view of a tensor (a
+    capsule named ``"interop_core.equivalence_check_v1"``).
+
+    Returns
+    -------
+    PyCapsule
+    """
+    return PyCapsule_New(<void*> _same_as_interface, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, NULL)
