@@ -457,3 +457,19 @@ def test_gpu_a_second_view_of_an_array_is_served_by_the_cache():
     after = _reader.device_cache_info()
     assert after["misses"] == before["misses"]
     assert after["hits"] >= before["hits"] + 10
+
+
+# --- the attributes, from the instance dict --------------------------------------------------------
+
+def test_numbas_device_arrays_are_read_from_their_instance_dict_and_others_by_getattr():
+    devicearray = pytest.importorskip("numba.cuda.cudadrv.devicearray")
+
+    class WithProperty(devicearray.DeviceNDArray):
+        @property
+        def stream(self):       # a subclass's descriptor wins over the dict: getattr it is
+            return 0
+
+    assert _reader._reads_attributes_from_dict(devicearray.DeviceNDArray)
+    assert not _reader._reads_attributes_from_dict(devicearray.MappedNDArray)  # ndarray's
+    assert not _reader._reads_attributes_from_dict(WithProperty)
+    assert _reader._reads_attributes_from_dict(devicearray.DeviceNDArray)     # cached answer

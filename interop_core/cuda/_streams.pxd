@@ -22,5 +22,7 @@ cdef inline object canonical_stream(object stream, intptr_t* handle):
     if stream is None:
         return None
     if type(stream) is int:
+        if stream == -1:        # "no synchronisation", the common int: no call for it
+            return None
         return stream if resolve_int(stream, handle) else None
     return canonical_object_stream(stream, handle)

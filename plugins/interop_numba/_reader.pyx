@@ -442,6 +442,61 @@ def _pointer_of(gpu_data):
 cdef object _NO_GPU_DATA = object()    # module-owned sentinel: the attribute is missing
 
 
+# --- the attributes, from the instance dict -----------------------------------------------------
+#
+# numba sets .shape, .strides, .dtype, .gpu_data and .stream in DeviceNDArrayBase.__init__: they
+# live in each array's __dict__, and no class of numba's defines them.  Python's attribute lookup
+# searches the type's MRO for a descriptor before it looks in the instance dict, five times per
+# array; reading the dict directly gives the same objects for a type none of whose classes
+# defines those names (checked once per type: a numpy subclass such as MappedNDArray gets
+# ndarray's descriptors, and a subclass may add properties, so those types keep getattr).  A
+# name missing from the dict is looked up as before.
+
+cdef extern from "Python.h":
+    object PyObject_GenericGetDict(object obj, void* context)
+    PyObject* PyDict_GetItem(object d, object key)    # borrowed, NULL if missing (no error)
+
+cdef tuple _ATTRIBUTES = ("shape", "strides", "dtype", "gpu_data", "stream")
+cdef object _dict_type = None     # owned: the type last asked about (types outlive their arrays)
+cdef bint _dict_type_ok = False   # whether _dict_type's instances are read from their __dict__
+cdef dict _dict_ok_by_type = {}   # owned: the answer for every type asked about
+
+
+cdef bint _reads_instance_dict(type t) except -1:
+    global _dict_type, _dict_type_ok
+    if t is _dict_type:
+        return _dict_type_ok
+    ok = _dict_ok_by_type.get(t)
+    if ok is None:
+        ok = t.__dictoffset__ != 0 and not any(
+            name in vars(klass) for klass in t.__mro__ for name in _ATTRIBUTES)
+        _dict_ok_by_type[t] = ok
+    _dict_type = t
+    _dict_type_ok = ok
+    return ok
+
+
+cdef inline object _attribute(object d, object obj, str name):
+    cdef PyObject* found = PyDict_GetItem(d, name) if d is not None else NULL
+    if found != NULL:
+        return <object> found
+    return getattr(obj, name)
+
+
+def _reads_attributes_from_dict(t):
+    """Test hook: whether the reader takes ``type``'s five attributes from instance dicts.
+
+    Parameters
+    ----------
+    t : type
+
+    Returns
+    -------
+    bool
+    """
+    return _reads_instance_dict(t)
+
+
 cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
                            interop_core_tensor_info* out) except -1:
     # `stream` (the consumer's) is not needed: ordering after the producer is the core's job.
@@ -453,9 +508,13 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
     cdef uintptr_t ptr = 0
     cdef intptr_t handle = 0
     cdef int32_t device_type = KDL_CUDA, device_id = 0
-    shape_obj = obj.shape
-    strides_obj = obj.strides
-    dtype = obj.dtype
+    cdef object attrs = None      # the instance dict (a new reference), when it is read
+    cdef PyObject* found          # borrowed from attrs
+    if _reads_instance_dict(type(obj)):
+        attrs = PyObject_GenericGetDict(obj, NULL)
+    shape_obj = _attribute(attrs, obj, "shape")
+    strides_obj = _attribute(attrs, obj, "strides")
+    dtype = _attribute(attrs, obj, "dtype")
     if _api.dtype_of(<PyObject*> dtype, &out.dtype_code, &out.dtype_bits,
                      &out.dtype_lanes) != 0:
         _pending_error()
@@ -471,7 +530,9 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
         shape[i] = <int64_t> (<tuple> shape_obj)[i]
         volume *= shape[i]
         strides[i] = <int64_t> (<tuple> strides_obj)[i]   # bytes: the core checks the itemsize
-    gpu_data = getattr(obj, "gpu_data", _NO_GPU_DATA)  # MemoryPointer (or OwnedPointer) at element 0
+    # MemoryPointer (or OwnedPointer) at element 0
+    found = PyDict_GetItem(attrs, "gpu_data") if attrs is not None else NULL
+    gpu_data = <object> found if found != NULL else getattr(obj, "gpu_data", _NO_GPU_DATA)
     if gpu_data is _NO_GPU_DATA:
         # numpy indexing of a mapped or managed array (numpy subclasses) makes a numpy view of
         # that type without numba's attributes: numba cannot describe it either.
@@ -485,7 +546,7 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
     if ptr == 0 and volume != 0:
         raise BufferError(f"{type(obj).__name__} has a null pointer but {volume} elements")
     # The CAI's stream field: the array's bound stream, 0 (none bound) meaning no producer stream.
-    bound = obj.stream
+    bound = _attribute(attrs, obj, "stream")
     if type(bound) is int:
         handle = <intptr_t> <Py_ssize_t> bound
     elif bound is not None:
