@@ -319,6 +319,53 @@ def test_errors_carry_cuda_cores_types_and_messages(call, error, message):
         call(StridedLayout.dense((2, 3, 5), 4))
 
 
+_repack_refusals = [
+    (lambda: StridedLayout.dense((3, 6), 2).repacked(4, axis=2),
+     "Invalid axis: 2 out of range for 2D tensor"),
+    (lambda: StridedLayout((), None, 4).repacked(2), "Invalid axis: -1 out of range for 0D tensor"),
+    (lambda: StridedLayout.dense((3, 6), 8).repacked(-2),
+     "new itemsize must be greater than zero, got -2."),
+    (lambda: StridedLayout((2, 0), (0, 1), 4).repacked(2),
+     "The axis 1 extent must be non-zero, got 0."),
+    (lambda: StridedLayout((2, 0), (0, 1), 4).repacked(8),
+     "The axis 1 extent must be non-zero, got 0."),
+    (lambda: StridedLayout((6, 3), (1, 6), 8).repacked(4, axis=1),
+     "The axis 1 stride must be 1, got 6."),
+    (lambda: StridedLayout((6, 3), (1, 6), 2).repacked(4, axis=1),
+     "The axis 1 stride must be 1, got 6."),
+    (lambda: StridedLayout.dense((3, 6), 2).repacked(8, data_ptr=2),
+     "The data pointer (2) must be aligned to the packed itemsize (8)."),
+    (lambda: StridedLayout.dense((3, 5), 2).repacked(4),
+     "The axis 1 extent (5) must be divisible by 2."),
+    (lambda: StridedLayout.dense((3, 8), 2)[:, 1:5].repacked(4),
+     "The slice offset (1) must be divisible by 2."),
+    (lambda: StridedLayout((3, 4), (7, 1), 2).repacked(4),
+     "The 0 axis stride (7) must be divisible by 2."),
+    (lambda: StridedLayout.dense((3, 6), 2).max_compatible_itemsize(max_itemsize=-8),
+     "max_itemsize must be greater than zero, got -8."),
+    (lambda: StridedLayout.dense((3, 6), 2).max_compatible_itemsize(axis=-3),
+     "Invalid axis: -3 out of range for 2D tensor"),
+    (lambda: StridedLayout.dense((3, 6), 16).max_compatible_itemsize(max_itemsize=8),
+     "max_itemsize (8) cannot be less than itemsize (16)."),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), _repack_refusals)
+def test_repacking_is_refused_with_cuda_cores_messages(call, message):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert str(info.value) == message
+    assert not isinstance(info.value, np.exceptions.AxisError)   # cuda.core's plain ValueError
+
+
+def test_repacking_keeps_the_cores_rules_where_it_succeeds():
+    # what the core accepts is unchanged: an axis of extent 1 has no stride to speak of
+    assert StridedLayout((3, 1), (1, 7), 4).repacked(2).strides == (2, 1)
+    packed = StridedLayout.dense((3, 8), 2)[:, 2:6].repacked(4)
+    assert (packed.shape, packed.strides, packed.slice_offset) == ((3, 2), (4, 1), 1)
+    assert StridedLayout.dense((3, 8), 2).max_compatible_itemsize() == 16
+
+
 def test_unsqueezed_gives_numpys_expand_dims_strides():
     base = np.zeros((4, 5, 7, 11), np.int8)[1:-1, ::-1, 2:-1, ::3]
     layout = StridedLayout(base.shape, base.strides, 1)

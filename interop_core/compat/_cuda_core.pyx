@@ -1093,10 +1093,27 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+
+        Raises
+        ------
+        ValueError
+            With cuda.core's messages: ``axis`` out of range, of extent 0 or not contiguous,
+            ``itemsize`` not positive, and, packing, ``data_ptr``, the slice offset, ``axis``'s
+            extent or another stride not fitting the new itemsize.
         """
         if itemsize == self._base.itemsize:
             return self
-        return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
+        if itemsize <= 0:
+            raise ValueError(f"new itemsize must be greater than zero, got {itemsize}.")
+        cdef int ax = _cc_axis(axis, self._base.ext.ndim)
+        if self._base.ext.shape[ax] == 0:
+            # the core re-cuts an empty axis; cuda.core refuses to, either way
+            raise ValueError(f"The axis {ax} extent must be non-zero, got 0.")
+        try:
+            return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
+        except ValueError:
+            _repack_error(self._base, itemsize, data_ptr, ax)
+            raise
 
     def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
         """The largest itemsize, at most ``max_itemsize``, that :meth:`repacked` accepts.
@@ -1104,7 +1121,19 @@ cdef class StridedLayout:
         Returns
         -------
         int
+
+        Raises
+        ------
+        ValueError
+            With cuda.core's messages: ``max_itemsize`` not positive or below ``itemsize``,
+            ``axis`` out of range.
         """
+        if max_itemsize <= 0:
+            raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}.")
+        _cc_axis(axis, self._base.ext.ndim)
+        if max_itemsize < self._base.itemsize:
+            raise ValueError(f"max_itemsize ({max_itemsize}) cannot be less than itemsize "
+                             f"({self._base.itemsize}).")
         return self._base.max_compatible_itemsize(max_itemsize, data_ptr, axis)
 
     def sliced(self, slices):
@@ -1139,6 +1168,41 @@ cdef class StridedLayout:
                   if self._base.slice_offset else "")
         return (f"{type(self).__name__}(shape={self.shape}, strides={self.strides}, "
                 f"itemsize={self._base.itemsize}{offset})")
+
+
+cdef int _cc_axis(object axis, int ndim) except -1:
+    """``axis`` normalized to ``[0, ndim)``, or cuda.core's ValueError."""
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"Invalid axis: {axis} out of range for {ndim}D tensor")
+    return axis % ndim
+
+
+cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int ax):
+    """Raise cuda.core's message for a repacking the core refused, where one names the cause
+    (returns otherwise: the caller re-raises the core's own error)."""
+    cdef int64_t isz = base.itemsize
+    cdef tuple shape = extents_shape_tuple(&base.ext)
+    cdef tuple strides = extents_strides_tuple(&base.ext, 1)
+    if shape[ax] != 1 and strides[ax] != 1:
+        raise ValueError(f"The axis {ax} stride must be 1, got {strides[ax]}.") from None
+    if itemsize < isz or itemsize % isz:
+        return None
+    vec = itemsize // isz
+    ptr = 0 if data_ptr is None else int(data_ptr)
+    if ptr % itemsize:
+        raise ValueError(f"The data pointer ({ptr}) must be aligned to the packed itemsize "
+                         f"({itemsize}).") from None
+    if shape[ax] % vec:
+        raise ValueError(f"The axis {ax} extent ({shape[ax]}) must be divisible by "
+                         f"{vec}.") from None
+    if base.slice_offset % vec:
+        raise ValueError(f"The slice offset ({base.slice_offset}) must be divisible by "
+                         f"{vec}.") from None
+    for i in range(len(shape)):
+        if i != ax and shape[i] != 1 and strides[i] % vec:
+            raise ValueError(f"The {i} axis stride ({strides[i]}) must be divisible by "
+                             f"{vec}.") from None
+    return None
 
 
 cdef object _merge_mask(CoreLayout base):
