@@ -198,6 +198,35 @@ def test_to_cuda_core_gives_a_cuda_core_view_over_the_same_memory():
     assert type(to(a, CoreView)) is CoreView       # the type names the target too
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+def test_a_cuda_core_view_of_a_type_cuda_core_cannot_name_reads_as_its_source(name):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.zeros((3, 4), dtype=getattr(ml_dtypes, name))[:, ::2]
+    out = to(a, "cuda.core")
+    v = view(out)
+    source = view(a)
+    assert (v.ptr, v.shape, v.strides, v.dlpack_dtype) == (
+        source.ptr, source.shape, source.strides, source.dlpack_dtype)
+    assert v.owner is out
+
+
+def test_a_cuda_core_view_of_an_unnamed_type_not_made_by_us_is_refused_naming_it():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from interop_cuda_core import _reader
+
+    class Unnamed:
+        # What a cuda.core view of a type cuda.core cannot name answers.
+        ptr, shape, strides, readonly, device_id = 4096, (2,), None, False, -1
+        exporting_obj = np.zeros(2, dtype=ml_dtypes.float8_e4m3fn)
+
+        @property
+        def dtype(self):
+            raise TypeError("Unsupported dtype. dtype code: 10")
+
+    with pytest.raises(BufferError, match=r"cannot name its element type \(Unsupported dtype"):
+        _reader.read_untyped_view(Unnamed())
+
+
 def test_to_cuda_core_keeps_the_source_alive_and_read_only_memory_read_only():
     a = np.arange(5.0)
     a.flags.writeable = False

@@ -87,7 +87,12 @@ cdef int read_view(PyObject* obj_ptr, PyObject* stream,
     cdef int64_t strides[MAX_NDIM]
     cdef int n
     cdef int32_t device_type = KDL_CPU, device_id = 0
-    dtype = obj.dtype
+    try:
+        dtype = obj.dtype
+    except TypeError:
+        # A DLPack type cuda.core cannot name as a numpy dtype (the float8 family in cuda.core
+        # 1.2): read_untyped_view decides.
+        return INTEROP_CORE_READ_DECLINED
     if dtype is None:
         return INTEROP_CORE_READ_DECLINED       # no element type: read_untyped_view decides
     if _api.dtype_of(<PyObject*> dtype, &out.dtype_code, &out.dtype_bits,
@@ -163,10 +168,14 @@ def buffer_reader_capsule():
 
 
 def read_untyped_view(obj, stream=None):
-    """Read a cuda.core view that has no dtype (``from_buffer(..., itemsize=n)`` without one).
+    """Read a cuda.core view that has no dtype (``from_buffer(..., itemsize=n)`` without one),
+    or one whose type cuda.core cannot name.
 
     Its elements are viewed as unsigned integers of its itemsize, the only type that names
-    ``n`` bytes without claiming what they hold.
+    ``n`` bytes without claiming what they hold.  A view whose ``dtype`` cuda.core cannot
+    give (a float8 type, in cuda.core 1.2) takes the type of the interop-core view it was made
+    from (``to(x, "cuda.core")``), which describes the same memory; any other such view is
+    refused.
 
     Parameters
     ----------
@@ -185,15 +194,27 @@ def read_untyped_view(obj, stream=None):
     """
     from interop_core import StridedMemoryView
 
+    device = None
+    if obj.device_id != -1:
+        device = tuple(obj.__dlpack_device__())
+    try:
+        obj.dtype
+    except TypeError as exc:
+        source = getattr(obj, "exporting_obj", None)
+        if isinstance(source, StridedMemoryView) and source.ptr == int(obj.ptr):
+            return StridedMemoryView.from_pointer(
+                int(obj.ptr), obj.shape, obj.strides, dtype=source.dlpack_dtype,
+                device=device, readonly=bool(obj.readonly), owner=obj)
+        raise BufferError(
+            f"cannot view a cuda.core StridedMemoryView of shape {obj.shape}: cuda.core cannot "
+            f"name its element type ({exc}) and it was not made from an interop-core view; "
+            "view the object it was made from instead") from None
     itemsize = obj._layout.itemsize
     if itemsize not in (1, 2, 4, 8):
         raise BufferError(
             f"cannot view a cuda.core StridedMemoryView without a dtype whose itemsize is "
             f"{itemsize} bytes: no unsigned integer type has that size; make the view with "
             "dtype=")
-    device = None
-    if obj.device_id != -1:
-        device = tuple(obj.__dlpack_device__())
     return StridedMemoryView.from_pointer(
         int(obj.ptr), obj.shape, obj.strides, dtype=(KDL_UINT, itemsize * 8, 1), device=device,
         readonly=bool(obj.readonly), owner=obj)

@@ -23,6 +23,8 @@
 #   classes the same int is read from the attribute that property reads, see "the device
 #   pointer" below.  (On the dev VM's numba 0.68 a view of a device_array read 10,051
 #   instructions before, 2,996 after, callgrind, with a stand-in driver.)
+# - Five attribute lookups through the type's MRO: the attributes are read from the array's
+#   instance dict, see "the attributes, from the instance dict" below.
 #
 # Nothing here imports numba.
 
