@@ -74,7 +74,7 @@ MALFORMED = [
     ({"typestr": ">i4"}, ValueError, "native byte order"),
     ({"typestr": "<M8"}, ValueError, "datetime"),
     ({"typestr": "|O8"}, ValueError, "object"),
-    ({"typestr": "|V8"}, ValueError, "void"),
+    ({"typestr": "|V0"}, ValueError, "void elements of 0 bytes"),
     ({"typestr": "|S4"}, ValueError, "string"),
     ({"typestr": 4}, TypeError, "typestr must be a str"),
     ({"typestr": None}, TypeError, "typestr must be a str"),

@@ -411,9 +411,17 @@ def test_layouts_say_what_cuda_cores_say(spec):
             layout = layout[tuple(slices)]
         ops = [layout, layout.flattened(), layout.squeezed(), layout.to_dense(),
                layout.to_dense("F"), layout.unsqueezed((0,))]
-        if layout.ndim:
-            ops.append(layout.reshaped((-1,)) if layout.is_contiguous_c else layout)
-        results.append([_describe(x) for x in ops])
+        described = [_describe(x) for x in ops]
+        if layout.ndim and layout.is_contiguous_c:
+            try:
+                described.append(_describe(layout.reshaped((-1,))))
+            except ValueError:
+                # cuda.core 1.2 refuses to reshape some C-contiguous layouts whose extents of 1
+                # carry other strides (dense((2, 2, 1)).permuted((0, 2, 1))): a bug of its, listed
+                # in the migration guide; this module reshapes them.
+                assert cls is theirs_class and 1 in layout.shape
+                results[0].pop()
+        results.append(described)
     assert results[0] == results[1]
 
 

@@ -9,7 +9,9 @@ import weakref
 import numpy as np
 import pytest
 
+import interop_core.registry._registry
 from interop_core import StridedMemoryView
+from interop_core.dtypes import DLDataTypeCode, dtype_name, to_numpy_dtype
 
 READERS = {
     "array_interface": StridedMemoryView.from_array_interface,
@@ -506,3 +508,46 @@ def test_cai_keeps_producer_alive():
     del v
     gc.collect()
     assert ref() is None
+
+
+# --- void typestrs: opaque elements ---------------------------------------------------------------
+
+STRUCTURED = np.dtype([("array1", np.float64), ("array2", np.int64)])
+
+
+def test_a_structured_array_is_viewed_whole_as_opaque_elements_of_its_itemsize():
+    x = np.array([(1.0, 2), (2.0, 3), (4.5, -1)], dtype=STRUCTURED)
+    v = StridedMemoryView.from_array_interface(x)
+    assert (v.ptr, v.shape, v.itemsize) == (x.ctypes.data, (3,), 16)
+    assert v.dlpack_dtype == (DLDataTypeCode.kDLOpaqueHandle, 8, 16)
+    assert v.dtype == np.dtype("V16") and dtype_name(v.dlpack_dtype) == "void128"
+    assert v.__array_interface__["typestr"] == "|V16"
+    back = np.asarray(v)        # the bytes, shared: the fields come back with .view()
+    assert np.shares_memory(back, x) and (back.view(STRUCTURED) == x).all()
+
+
+def test_a_void_typestr_reads_as_opaque_bytes_through_the_cuda_array_interface():
+    holder = np.zeros(8, dtype=np.uint8)
+    cai = {"shape": (2,), "typestr": "|V4", "data": (holder.ctypes.data, False), "version": 3,
+           "descr": [("a", "<i2"), ("b", "<i2")], "strides": None}
+    v = interop_core.registry._registry.read_with(
+        interop_core.registry._registry.new_entry("cuda_array_interface"),
+        type("Device", (), {"__cuda_array_interface__": cai})())
+    assert v.dlpack_dtype == (3, 8, 4) and v.shape == (2,) and v.strides == (1,)
+
+
+def test_opaque_bytes_convert_to_numpys_void_type_and_back():
+    assert to_numpy_dtype((3, 8, 12)) == np.dtype("V12")
+    assert StridedMemoryView.from_pointer(0x1000, (3,), dtype="|V12").dlpack_dtype == (3, 8, 12)
+    assert StridedMemoryView.from_pointer(0x1000, (3,), dtype="|V12").itemsize == 12
+
+
+def test_a_structured_descr_with_a_scalar_typestr_is_refused_naming_both():
+    x = np.zeros(2, dtype=STRUCTURED)
+    interface = dict(x.__array_interface__, typestr="<f8")
+
+    class Lying:
+        __array_interface__ = interface
+
+    with pytest.raises(ValueError, match="structured type whose typestr '<f8'"):
+        StridedMemoryView.from_array_interface(Lying())

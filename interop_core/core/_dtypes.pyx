@@ -94,6 +94,10 @@ _TABLE = (
     # Opaque handles ("reserved for testing" in DLPack): pointer-sized by convention; no numpy
     # type, no typestr, no format.
     (kDLOpaqueHandle, 64, "opaque64", None, None, None),
+    # Opaque bytes: an element of n bytes whose meaning is not described (the array interfaces'
+    # void typestr "|Vn", a structured element read whole) is (kDLOpaqueHandle, 8, n lanes):
+    # numpy's "Vn", typestr "|Vn", no buffer format.  Named "void{8n}" as numpy names it.
+    (kDLOpaqueHandle, 8, "void", None, None, None),
 )
 
 # Largest code the table knows (DLPack 1.3 stops at kDLFloat4_e2m1fn).
@@ -221,9 +225,12 @@ cdef long _parse_typestr(str ts) except -1:
     if kind == "O":
         raise ValueError(f"typestr {ts!r}: Python object elements are not supported")
     if kind == "V":
-        raise ValueError(
-            f"typestr {ts!r}: void/structured elements are not supported (types such as "
-            "bfloat16 or float8 have no typestr; exchange them through DLPack)")
+        # Opaque elements of nbytes each (a structured element read whole, as cuda.core reads
+        # it; torch's bfloat16 "<V2" too: its meaning is not in the typestr).
+        if nbytes < 1 or nbytes > 0xFFFF:
+            raise ValueError(f"typestr {ts!r}: void elements of {nbytes} bytes are not supported "
+                             "(1 to 65535)")
+        return _pack(kDLOpaqueHandle, 8, nbytes)
     if kind in "SUa":
         raise ValueError(f"typestr {ts!r}: string elements are not supported")
     if kind not in "iufcb":
@@ -254,6 +261,10 @@ cdef str dtype_to_typestr(DLDataType dtype):
     cdef long key = _pack(dtype.code, dtype.bits, dtype.lanes)
     cdef object ts = _TO_TYPESTR.get(key)
     if ts is not None:
+        return ts
+    if _is_opaque_bytes(dtype):
+        ts = f"|V{dtype.lanes}"
+        _TO_TYPESTR[key] = ts
         return ts
     row = _row_naming(dtype, 4, "array-interface typestr")
     nbytes = dtype.bits // 8
@@ -473,6 +484,11 @@ cdef object dtype_to_numpy(DLDataType dtype):
         _check_known(dtype)
     except BufferError as exc:
         raise TypeError(str(exc)) from None
+    if _is_opaque_bytes(dtype):
+        import numpy
+        result = numpy.dtype(f"V{dtype.lanes}")
+        _TO_NUMPY[key] = result
+        return result
     if dtype.lanes != 1:
         raise TypeError(
             f"{describe_dtype(dtype)} is a vector type ({dtype.lanes} lanes); numpy has no dtype "
@@ -503,7 +519,13 @@ cdef object dtype_to_numpy(DLDataType dtype):
     return result
 
 
+cdef inline bint _is_opaque_bytes(DLDataType dtype) noexcept:
+    return dtype.code == kDLOpaqueHandle and dtype.bits == 8 and dtype.lanes >= 1
+
+
 cdef str describe_dtype(DLDataType dtype):
+    if _is_opaque_bytes(dtype):
+        return f"void{8 * dtype.lanes}"
     row = _ENTRY.get(_pack(dtype.code, dtype.bits, 1))
     if row is None or dtype.lanes < 1:
         return f"dlpack{_triple_repr(dtype)}"

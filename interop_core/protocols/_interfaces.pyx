@@ -113,10 +113,16 @@ cdef int _check_mask_descr(dict d, str proto) except -1:
     if not isinstance(descr, list):
         raise TypeError(f"{proto}['descr'] must be a list, got {_tname(descr)}")
     # A plain array describes itself as [('', typestr)]; anything with named or several fields
-    # is a structured type, which views cannot represent.
+    # is a structured type, which views represent only whole, as opaque bytes.
     if len(descr) > 1 or (len(descr) == 1 and (
             not isinstance(descr[0], tuple) or len(descr[0]) < 2 or descr[0][0] != "")):
-        raise ValueError(f"{proto}['descr'] {descr!r} describes a structured type; not supported")
+        typestr = d.get("typestr")
+        if isinstance(typestr, str) and typestr[1:2] == "V":
+            # A structured element, whose typestr says "n opaque bytes": read whole, as
+            # opaque elements (the fields are not kept, as in cuda.core's reading).
+            return 0
+        raise ValueError(f"{proto}['descr'] {descr!r} describes a structured type whose "
+                         f"typestr {typestr!r} is not a void type; not supported")
     return 0
 
 
