@@ -473,3 +473,15 @@ def test_numbas_device_arrays_are_read_from_their_instance_dict_and_others_by_ge
     assert not _reader._reads_attributes_from_dict(devicearray.MappedNDArray)  # ndarray's
     assert not _reader._reads_attributes_from_dict(WithProperty)
     assert _reader._reads_attributes_from_dict(devicearray.DeviceNDArray)     # cached answer
+
+
+def test_a_pointer_object_cached_is_recalled_with_its_value_and_no_other_is():
+    p, other = Pointer(), Pointer()
+    probe(p, 0x1000, (2, 1))
+    assert _reader._device_cache_recall(p) == (0x1000, (2, 1))
+    assert _reader._device_cache_recall(other) is None
+    ref = weakref.ref(p)
+    del p
+    gc.collect()
+    assert ref() is None
+    assert all(_reader._device_cache_recall(Pointer()) is None for _ in range(64))

@@ -425,3 +425,18 @@ class TestCupyConformance(PluginConformance):
         return Expected(ptr=obj.data.ptr, shape=obj.shape,
                         strides=tuple(s // obj.itemsize for s in obj.strides),
                         dtype=DLPACK[obj.dtype.name], device=(2, obj.device.id), readonly=False)
+
+
+@pytest.mark.gpu
+def test_gpu_a_structured_array_is_read_whole_as_its_interface_describes_it():
+    # cupy's structured arrays have no DLPack type: the readers decline them and the CUDA Array
+    # Interface at the end of the chain reads its typestr, "|V16", as 16 opaque bytes each.
+    from interop_core.registry import _registry
+
+    record = np.dtype([("a", np.float64), ("b", np.int64)])
+    y = cupy.empty(3, dtype=record)
+    for v in (interop_core.view(y), interop_core.StridedMemoryView.from_cuda_array_interface(y)):
+        assert (v.ptr, v.shape, v.dlpack_dtype) == (y.data.ptr, (3,), (3, 8, 16))
+        assert v.dtype == np.dtype("V16")
+    reference = _registry.read_with(_registry.new_entry("cuda_array_interface"), y)
+    assert reference.dlpack_dtype == (3, 8, 16)

@@ -26,6 +26,7 @@
 
 import sys
 
+from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from libc.stdint cimport int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
@@ -104,12 +105,17 @@ cdef uint16_t _last_lanes = 0
 cdef inline int _set_dtype(PyObject* dtype, interop_core_tensor_info* out) except -1:
     # The core's conversion (cached by the dtype object's identity).  It may run Python code
     # the first time it sees a dtype, so readers call this before reading what they hand on.
+    # 1: a dtype with no DLPack type (structured): the reader declines, and the CUDA Array
+    # Interface at the end of the chain reads its typestr ("|Vn", opaque bytes).
     global _last_dtype, _last_code, _last_bits, _last_lanes
     cdef uint8_t code, bits
     cdef uint16_t lanes
     if dtype != <PyObject*> _last_dtype:
         held = <object> dtype       # a reference of our own while Python code may run
         if _api.dtype_of(dtype, &code, &bits, &lanes):
+            if PyErr_ExceptionMatches(TypeError):
+                PyErr_Clear()
+                return 1
             return -1       # hands on the exception the core's helper set
         _last_code, _last_bits, _last_lanes = code, bits, lanes
         _last_dtype = held
@@ -176,7 +182,8 @@ cdef int read_fields(PyObject* obj, PyObject* stream, interop_core_tensor_info* 
     cdef PyObject* dtype = (<PyObject**> (array + _dtype_at))[0]
     if dtype == NULL:
         return INTEROP_CORE_READ_DECLINED
-    _set_dtype(dtype, out)
+    if _set_dtype(dtype, out):
+        return INTEROP_CORE_READ_DECLINED
     cdef PyObject* memptr = (<PyObject**> (array + _data_at))[0]
     if memptr == NULL or <PyTypeObject*> memptr.ob_type != _memptr_type:
         return INTEROP_CORE_READ_DECLINED
@@ -247,7 +254,8 @@ cdef int read_attributes(PyObject* obj, PyObject* stream,
     if n > MAX_NDIM:
         raise BufferError(f"{type(array).__qualname__} has {n} dimensions; at most {MAX_NDIM} "
                           "can be viewed")
-    _set_dtype(<PyObject*> dtype, out)
+    if _set_dtype(<PyObject*> dtype, out):
+        return INTEROP_CORE_READ_DECLINED
     _set_memory(out, <uintptr_t> <unsigned long long> ptr, device_id,
                 <PyTypeObject*> Py_TYPE(mem))
     _set_stream(out)

@@ -215,10 +215,11 @@ def interop_core_register(registry: Any) -> None:
 
     reader = _reader.reader_capsule()
     for path in ARRAY_TYPES:
-        # The reader's producer stream is the interface's `stream` field (checked by prepare).
+        # The reader's producer stream is the interface's `stream` field (checked by prepare),
+        # fixed for the array's life, and so is the fallback's: no per-object strategy (a
+        # launch with a consumer stream would ask it again for every array bound to none).
         registry.add_type(path, reader=reader, fallback="cuda_array_interface",
                           prepare=_reader.prepare, canaries=_reader.canaries,
-                          producer_stream=_reader.producer_stream,
                           equivalent_to=("cuda_array_interface",))
     for path in SIMULATOR_TYPES:
         registry.add_type(path, reader="array_interface")

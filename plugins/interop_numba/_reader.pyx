@@ -225,6 +225,26 @@ cdef int _cached_device(PyObject* key, uintptr_t ptr, query_t query, int32_t* de
     return 1
 
 
+cdef int _cache_recall(PyObject* key, uintptr_t* ptr, int32_t* device_type,
+                       int32_t* device_id) noexcept:
+    """1 with the pointer value and the driver's answer stored for the pointer object `key`
+    itself (alive, the caller holds it), else 0.  numba gives a pointer object its value once,
+    when it makes it (MemoryPointer.device_pointer, OwnedPointer.device_ctypes_pointer), so
+    the value stored for this very object is its value now: the reader skips numba's pointer
+    conversion (cuda.bindings' CUdeviceptr.__int__ and the attribute reads before it)."""
+    global _cache_hits
+    cdef DeviceEntry* s = _cache_set(key)
+    cdef int way
+    for way in range(2):
+        if s[way].ref != NULL and interop_numba_weakref_is(s[way].ref, key):
+            ptr[0] = s[way].ptr
+            device_type[0] = s[way].device_type
+            device_id[0] = s[way].device_id
+            _cache_hits += 1
+            return 1
+    return 0
+
+
 # Test hooks: the cache with a stand-in for the driver (tests/test_numba_device_cache.py).
 cdef int32_t _fake_type = -1
 cdef int32_t _fake_id = 0
@@ -239,6 +259,25 @@ cdef int _fake_query(uintptr_t ptr, int32_t* device_type, int32_t* device_id) no
     device_type[0] = _fake_type
     device_id[0] = _fake_id
     return 1
+
+
+def _device_cache_recall(key):
+    """Test hook: what the reader recalls for the pointer object ``key`` without reading it.
+
+    Parameters
+    ----------
+    key : object
+
+    Returns
+    -------
+    tuple or None
+        ``(ptr, (device_type, device_id))`` stored for this very object, or ``None``.
+    """
+    cdef uintptr_t ptr = 0
+    cdef int32_t device_type = 0, device_id = 0
+    if not _cache_recall(<PyObject*> key, &ptr, &device_type, &device_id):
+        return None
+    return ptr, (device_type, device_id)
 
 
 def _device_cache_probe(key, ptr, answer):
@@ -512,6 +551,7 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
     cdef int32_t device_type = KDL_CUDA, device_id = 0
     cdef object attrs = None      # the instance dict (a new reference), when it is read
     cdef PyObject* found          # borrowed from attrs
+    cdef bint recalled = True     # the pointer and its device came from the device cache
     if _reads_instance_dict(type(obj)):
         attrs = PyObject_GenericGetDict(obj, NULL)
     shape_obj = _attribute(attrs, obj, "shape")
@@ -543,7 +583,9 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
             "numba mapped or managed array gives a numpy view that carries no device pointer; "
             "view the numba array itself and slice the view, or read the numpy view's host "
             "memory with StridedMemoryView.from_array_interface")
-    if gpu_data is not None:
+    if gpu_data is not None and not _cache_recall(<PyObject*> gpu_data, &ptr, &device_type,
+                                                  &device_id):
+        recalled = False
         ptr = _gpu_data_pointer(gpu_data)
     if ptr == 0 and volume != 0:
         raise BufferError(f"{type(obj).__name__} has a null pointer but {volume} elements")
@@ -556,7 +598,7 @@ cdef int read_device_array(PyObject* obj_ptr, PyObject* stream,
     # The CAI names no device: ask the driver (device, mapped pinned host or managed memory, and
     # the ordinal), as the interface's reader does, once per pointer object (the device cache;
     # filling it may run Python code, so it comes before the extents are handed over).
-    if ptr != 0:
+    if ptr != 0 and not recalled:
         _cached_device(<PyObject*> gpu_data, ptr, <query_t> _api.pointer_device,
                        &device_type, &device_id)
     # No Python code runs from here on: hand the extents over.
