@@ -1835,42 +1835,39 @@ cdef inline bint _has_typestr(uint8_t code, uint8_t bits, uint16_t lanes) noexce
     return code == 6 and bits == 8              # bool
 
 
-cdef inline bint _torch_calls_contiguous(const interop_core_tensor_info* read) noexcept:
-    # TensorImpl's is_contiguous: empty, or row-major with extents of 1 skipped.
-    cdef int64_t expected = 1
-    cdef int i
-    for i in range(read.ndim):
-        if read.shape[i] == 0:
-            return True
-    for i in range(read.ndim - 1, -1, -1):
-        if read.shape[i] != 1:
-            if read.strides[i] != expected:
-                return False
-            expected *= read.shape[i]
-    return True
-
-
-cdef inline bint _row_major(const interop_core_tensor_info* read) noexcept:
-    cdef int64_t expected = 1
+cdef inline bint _same_strides_and_address(const interop_core_tensor_info* read) noexcept:
+    # One pass from the last dimension: whether the strides are row-major, whether torch calls
+    # the tensor contiguous (row-major with extents of 1 skipped: its interface then omits the
+    # strides, meaning row-major), and whether it is empty (the interface then says address 0
+    # and omits the strides too).
+    cdef int64_t expected = 1, expected_torch = 1, n, stride
+    cdef bint row_major = True, contiguous = True, empty = False
     cdef int i
     for i in range(read.ndim - 1, -1, -1):
-        if read.strides[i] != expected:
-            return False
-        expected *= read.shape[i]
-    return True
+        n = read.shape[i]
+        stride = read.strides[i]
+        empty = empty or n == 0
+        row_major = row_major and stride == expected
+        expected *= n
+        if n != 1:
+            contiguous = contiguous and stride == expected_torch
+            expected_torch *= n
+    if empty:
+        return row_major and read.data == NULL
+    return row_major or not contiguous
 
 
 cdef int _same_as_interface(PyObject* obj, int32_t protocol,
                             const interop_core_tensor_info* read) except -1:
-    cdef int i
+    cdef char* impl
     if not _has_typestr(read.dtype_code, read.dtype_bits, read.dtype_lanes):
         return 0
-    if read.strides != NULL and _torch_calls_contiguous(read) and not _row_major(read):
+    if not _same_strides_and_address(read):
         return 0
-    if read.data != NULL:
-        for i in range(read.ndim):
-            if read.shape[i] == 0:
-                return 0                # the interface says 0 for an empty tensor's address
+    if _grad_state > 0 and _grad_meta_at:
+        impl = <char*> (<void**> _handle_of(obj))[0]
+        if (<void**> (impl + _grad_meta_at))[0] == NULL:
+            return 1                    # no autograd metadata: cannot require grad
     return 0 if _requires_grad(obj) else 1
 
 
