@@ -15,10 +15,13 @@ process, before its first use: ``prepare`` checks that the producer stream it re
 interface's ``stream`` field, and the core reads canary device arrays with it and with the
 fallback, the core's CUDA Array Interface reader, and compares them.  If anything differs, the
 interface serves the rest of the process (``python -m interop_core doctor`` says why).  The
-producer stream is the stream the array is bound to (none when it is bound to none).  The CUDA
-driver's answer for the memory kind and device of an array's pointer is cached per pointer
-object (``gpu_data``), which cannot change allocation while it lives
-(``_reader.device_cache_info()`` counts its hits and misses).
+producer stream is the stream the array is bound to (none when it is bound to none), fixed for
+the array's life, so the registration needs no per-object producer strategy.  The attributes
+are read from the array's instance dict (numba sets them in ``__init__``; a type whose classes
+define any of them as class attributes or properties is read through ``getattr``).  The pointer
+value and the CUDA driver's answer for the memory kind and device are cached per pointer object
+(``gpu_data``), which numba gives its value once and which cannot change allocation while it
+lives (``_reader.device_cache_info()`` counts its hits and misses).
 
 Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) "device" arrays are
 ``FakeCUDAArray`` objects over numpy arrays in host memory: they are read as the host memory
