@@ -469,9 +469,9 @@ def new_entry(reader, plugin=None, subclasses=False, producer_stream=None, type_
         raise ValueError("a reader that is validated (prepare= or canaries=) needs a fallback= "
                          "to use when validation fails")
     e.equivalent = _equivalence_mask(equivalent_to)
-    _set_equivalence_check(e, equivalence_check)
     if e.kind == READER_CORE:
         e.equivalent |= _CORE_READER_EQUIVALENCE.get(reader, 0)
+    _set_equivalence_check(e, equivalence_check)     # after every declaration it may name
     e.reader = reader
     e.plugin = plugin
     e.subclasses = bool(subclasses)
