@@ -1,5 +1,5 @@
 # Cython declarations of the public C ABI for compiled readers and exporters
-# (include/interop_core.h, version 4).
+# (include/interop_core.h, version 5).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
@@ -44,6 +44,7 @@ cdef extern from "interop_core.h":
         int32_t strides_in_bytes
         uint64_t batch               # version 3, an input: see interop_core.h
         uint32_t uses_memory         # version 4, an input: see interop_core.h
+        int32_t protocol             # version 5, an input: see interop_core.h
 
     ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,
                                           interop_core_tensor_info* out) noexcept
@@ -54,6 +55,10 @@ cdef extern from "interop_core.h":
     ctypedef int (*interop_core_equivalence_check_v1)(PyObject* obj, int32_t protocol,
                                                       const interop_core_tensor_info* read) noexcept
     const char* INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE
+    int INTEROP_CORE_PROTOCOL_DLPACK
+    int INTEROP_CORE_PROTOCOL_CUDA_ARRAY_INTERFACE
+    int INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE
+    int INTEROP_CORE_PROTOCOL_BUFFER
 
     # Returns a new reference, or NULL with an exception set (the Cython signature of a
     # `cdef object f(const interop_core_tensor_info*, object, object)`).

@@ -794,6 +794,47 @@ def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
     del junk
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("held_before", [False, True])
+def test_from_dlpack_of_a_gpu_array_waits_until_it_is_computed_as_jaxs_export_does(held_before):
+    # jax's __dlpack__() without a stream makes the host wait; from_dlpack takes the reader
+    # (declared equivalent to DLPack) and must do the same, also when a view's first use
+    # already holds the buffer (a hold taken on jax's stream, without a wait).
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    x = _pending_on_the_gpu(gpu)
+    if held_before:
+        early = interop_core.view(x)
+        assert early.ptr
+        assert not x.is_ready()
+    v = interop_core.StridedMemoryView.from_dlpack(x)
+    assert x.is_ready(), "from_dlpack handed over memory jax was still computing"
+    assert (v.ptr, v.device_type, v.readonly) == (x.unsafe_buffer_pointer(), 2, True)
+    assert v.producer_stream is None
+
+
+@pytest.mark.parametrize("constructor", ["from_dlpack", "from_any"])
+def test_from_dlpack_holds_the_buffer_at_once_as_jaxs_export_does(constructor):
+    # Unlike view(x), whose hold waits for the first use of the memory, a DLPack capsule holds
+    # the buffer as it is made: delete() before any use leaves the memory to the view.
+    x = jax.device_put(np.arange(4096, dtype=np.float32))
+    v = getattr(interop_core.StridedMemoryView, constructor)(x)
+    x.delete()
+    junk = [jax.device_put(np.full(4096, 777, np.float32)) for _ in range(20)]
+    np.testing.assert_array_equal(np.from_dlpack(v)[:4], [0, 1, 2, 3])
+    assert v.owner is x
+    del junk
+
+
+def test_from_dlpack_of_host_memory_waits_for_jaxs_cpu_work():
+    x, expected = _pending_on_the_cpu()
+    v = interop_core.StridedMemoryView.from_dlpack(x)
+    assert x.is_ready(), "from_dlpack handed over host memory jax was still computing"
+    np.testing.assert_array_equal(np.from_dlpack(v), expected)
+
+
 # --- holds taken at the memory's first use ----------------------------------------------------
 
 

@@ -234,7 +234,8 @@ class TensorInfo(ctypes.Structure):
                 ("device_id", ctypes.c_int32), ("readonly", ctypes.c_int32),
                 ("has_producer_stream", ctypes.c_int32), ("producer_stream", ctypes.c_ssize_t),
                 ("keepalive", ctypes.c_void_p), ("strides_in_bytes", ctypes.c_int32),
-                ("batch", ctypes.c_uint64), ("uses_memory", ctypes.c_uint32)]
+                ("batch", ctypes.c_uint64), ("uses_memory", ctypes.c_uint32),
+                ("protocol", ctypes.c_int32)]
 
 
 READER_V1 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.py_object,
@@ -371,6 +372,25 @@ def test_readers_are_told_whether_the_caller_uses_the_memory_at_once(registered)
     interop_core.launch_args([obj])
     interop_core.to(obj, "numpy")
     assert seen == [0, 1, 1]
+
+
+def test_readers_are_told_which_protocol_a_from_call_stands_them_in_for(registered):
+    seen = []
+
+    @READER_V1
+    def reader(obj, stream, out):
+        seen.append(out.contents.protocol)
+        return _fill_from_array(out, obj.array)
+
+    registered(lambda r: r.add_type(Tensorish, _v2(reader),
+                                    equivalent_to=("dlpack", "array_interface")),
+               "protocol-reader")
+    obj = Tensorish(np.zeros(3, np.float32))
+    view(obj)
+    StridedMemoryView.from_dlpack(obj)
+    StridedMemoryView.from_array_interface(obj)
+    interop_core.launch_args([obj])
+    assert seen == [0, 2, 4, 0]     # INTEROP_CORE_PROTOCOL_DLPACK, _ARRAY_INTERFACE; 0: none
 
 
 def test_a_c_reader_failing_without_an_exception_gives_a_buffer_error(registered):
@@ -642,9 +662,9 @@ def _core_api():
                        ctypes.POINTER(CoreApi)).contents
 
 
-def test_the_core_api_table_is_version_4_and_converts_dtypes():
+def test_the_core_api_table_is_version_5_and_converts_dtypes():
     api = _core_api()
-    assert api.abi_version == 4 and api.size == ctypes.sizeof(CoreApi)
+    assert api.abi_version == 5 and api.size == ctypes.sizeof(CoreApi)
     code, bits, lanes = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
     assert api.dtype_of(np.dtype("complex64"), code, bits, lanes) == 0
     assert (code.value, bits.value, lanes.value) == (5, 64, 1)
@@ -776,7 +796,7 @@ def test_the_header_is_where_get_include_says():
 
     header = os.path.join(interop_core.get_include(), "interop_core.h")
     text = open(header).read()
-    assert "#define INTEROP_CORE_ABI_VERSION 4" in text
+    assert "#define INTEROP_CORE_ABI_VERSION 5" in text
     assert "interop_core.reader_v2" in text and "interop_core._C_API" in text
 
 

@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 4).
+ * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 5).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -50,6 +50,10 @@
  * memory is first used rather than when it is described (check `size` before calling it), and
  * one input, `uses_memory` (read it only when the table says `abi_version >= 4`).
  *
+ * Version 5 adds one input, `protocol` (read it only when the table says `abi_version >= 5`):
+ * the exchange protocol a read stands in for, when StridedMemoryView.from_<protocol>(obj) takes
+ * a reader the registration declared equivalent to it.
+ *
  * An optional equivalence check (capsule INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, passed as
  * `equivalence_check=` with `equivalent_to=`) says, per object, whether what the reader read is
  * what a protocol's own reading would give: see interop_core_equivalence_check_v1 below.  It is
@@ -68,7 +72,7 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_ABI_VERSION 4
+#define INTEROP_CORE_ABI_VERSION 5
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
 #define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
@@ -76,7 +80,7 @@ extern "C" {
 #define INTEROP_CORE_API_CAPSULE "interop_core._C_API"
 
 /* The exchange protocols a registration may declare its reader equivalent to (`equivalent_to=`),
-   as an equivalence check is told them. */
+   as an equivalence check and a reader's `protocol` input name them (0: no protocol). */
 #define INTEROP_CORE_PROTOCOL_DLPACK 2
 #define INTEROP_CORE_PROTOCOL_CUDA_ARRAY_INTERFACE 3
 #define INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE 4
@@ -117,6 +121,15 @@ typedef struct {
                                     hand out a deferred_keepalive may take its hold right away
                                     instead.  0: a view(), which may be used for its metadata
                                     only. */
+    /* ---- version 5: an input, set by interop-core before the call ---- */
+    int32_t protocol;            /* 0: view(), to(), launch_args, copies.  Otherwise the read
+                                    stands in for StridedMemoryView.from_<protocol>(obj)
+                                    (INTEROP_CORE_PROTOCOL_*), for a registration that declared
+                                    the reader equivalent to that protocol: give what the
+                                    protocol's own reading would, hold and readiness included
+                                    (jax: the buffer held at once, and, without a consumer
+                                    stream, the host waiting until it is computed, as jax's
+                                    __dlpack__() does). */
 } interop_core_tensor_info;
 
 /* `stream` is the consumer's stream, resolved: None (no synchronisation) or the CUstream handle

@@ -698,7 +698,7 @@ def set_miss_handler(handler):
 
 # --- dispatch ----------------------------------------------------------------------------------
 
-cdef object _read(ReaderEntry entry, object obj, object stream):
+cdef object _read(ReaderEntry entry, object obj, object stream, int protocol):
     # Callers pass the entry borrowed from the table, whose only owner is _ENTRIES; a reader
     # that runs Python code lets another thread (or the reader itself) (un)register a plugin,
     # which replaces _ENTRIES and frees the entry, read again below.  Own it for the call.
@@ -715,11 +715,11 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
         resolved = canonical_stream(stream, &consumer)
     if kind == READER_CAPSULE:
         # The common case taken here rather than through _fill: a call less per view.
-        v = _capsule_view(entry, obj, resolved)
+        v = _capsule_view(entry, obj, resolved, protocol)
         if v is None:
-            v = _declined(entry, obj, resolved)
+            v = _declined(entry, obj, resolved, protocol)
     else:
-        v = _fill(entry, obj, resolved)
+        v = _fill(entry, obj, resolved, protocol)
     if entry.readonly:
         v.rec.readonly = True
     # The launcher's common case, the producer's own stream, is decided here without a call.
@@ -729,14 +729,15 @@ cdef object _read(ReaderEntry entry, object obj, object stream):
     return v
 
 
-cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
-    """Run `entry`'s reader (stream already resolved); what it declines goes to its fallback."""
+cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream, int protocol):
+    """Run `entry`'s reader (stream already resolved); what it declines goes to its fallback.
+    `protocol`: the one a from_<protocol> call stands the read in for, 0 for view()."""
     cdef StridedMemoryView v
     cdef int kind = entry.kind
     if kind == READER_CAPSULE:
         # Every compiled reader, first-party or not: the view's record filled in place.
-        v = _capsule_view(entry, obj, stream)
-        return v if v is not None else _declined(entry, obj, stream)
+        v = _capsule_view(entry, obj, stream, protocol)
+        return v if v is not None else _declined(entry, obj, stream, protocol)
     if kind == READER_CORE:
         v = view_new()
         v._keepalive = entry.core(obj, stream, &v.rec)
@@ -748,17 +749,18 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream):
     if type(result) is StridedMemoryView:
         return <StridedMemoryView> result
     if result is NotImplemented or result is None:
-        return _declined(entry, obj, stream)
+        return _declined(entry, obj, stream, protocol)
     raise TypeError(
         f"the reader {entry.reader!r} registered by plugin {entry.plugin!r} for "
         f"{type(obj).__qualname__} returned {type(result).__name__}, not a StridedMemoryView")
 
 
-cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, object stream):
+cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, object stream,
+                                            int protocol):
     # A view filled by `entry`'s C reader, or None when the reader declined `obj`.
     cdef StridedMemoryView v = view_new()
     cdef PyObject* keepalive = NULL
-    if (_read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0, False)
+    if (_read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0, False, protocol)
             == INTEROP_CORE_READ_DECLINED):
         return None
     # The object's reference count is written as few times as view() did before readers went
@@ -773,14 +775,14 @@ cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, objec
     return v
 
 
-cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream):
+cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream, int protocol):
     # The fast reader said "not this one" (an unusual layout, a lazy tensor): its fallback reads.
     if entry.fallback is None:
         raise BufferError(
             f"the reader registered by plugin {entry.plugin!r} for "
             f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
             "plugin registered no fallback= reader")
-    return _fill(entry.fallback, obj, stream)
+    return _fill(entry.fallback, obj, stream, protocol)
 
 
 cdef int _order(ReaderEntry entry, StridedMemoryView v, intptr_t consumer) except -1:
@@ -884,7 +886,7 @@ cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bit
 
 cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
                                    ViewRecord* rec, PyObject** keepalive,
-                                   uint64_t batch, bint uses_memory) except -1:
+                                   uint64_t batch, bint uses_memory, int protocol) except -1:
     """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
     Returns INTEROP_CORE_READ_OK, with `keepalive` set to the reader's keep-alive (a new
@@ -911,6 +913,7 @@ cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
     info.strides_in_bytes = 0
     info.batch = batch
     info.uses_memory = uses_memory
+    info.protocol = protocol
     # The caller allocated `rec` before this call: from the reader's return until its extents
     # are copied, nothing here may run Python code (an allocation can run the garbage collector,
     # and so finalizers and other threads), since the reader may hand out a buffer of its own
@@ -1075,7 +1078,7 @@ cdef object _view_miss(object obj, object stream):
             f"registers it or a base class of it, and it has none of "
             "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
             "__array_interface__ or the buffer protocol")
-    return _read(<ReaderEntry> found, obj, stream)
+    return _read(<ReaderEntry> found, obj, stream, 0)
 
 
 def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
@@ -1101,14 +1104,14 @@ def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
     for block in range(blocks):
         clock_gettime(CLOCK_MONOTONIC, &start)
         for i in range(calls_per_block):
-            _read(entry, obj, None)
+            _read(entry, obj, None, 0)
         clock_gettime(CLOCK_MONOTONIC, &end)
         direct.append(((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec))
                       / calls_per_block)
         clock_gettime(CLOCK_MONOTONIC, &start)
         for i in range(calls_per_block):
             found = _lookup(<PyObject*> Py_TYPE(obj))
-            _read(<ReaderEntry> found, obj, None)
+            _read(<ReaderEntry> found, obj, None, 0)
         clock_gettime(CLOCK_MONOTONIC, &end)
         looked_up.append(((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec))
                          / calls_per_block)
@@ -1118,7 +1121,7 @@ def time_dispatch(obj, Py_ssize_t blocks=200, Py_ssize_t calls_per_block=500):
 cdef object view_object(object obj, object stream):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     if found != NULL:
-        return _read(<ReaderEntry> found, obj, stream)
+        return _read(<ReaderEntry> found, obj, stream, 0)
     return _view_miss(obj, stream)
 
 
@@ -1155,11 +1158,11 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
     if not (entry.equivalent >> protocol) & 1:
         return None
     if entry.kind == READER_GENERIC or entry.kind == READER_CORE:
-        return _read(entry, obj, stream)    # the protocol's own reader: its answer stands
+        return _read(entry, obj, stream, 0)     # the protocol's own reader: its answer stands
     cdef StridedMemoryView v
     _readers_running += 1
     try:
-        v = _read(entry, obj, stream)
+        v = _read(entry, obj, stream, protocol)
     except BufferError:
         # A plugin's reader refused an object the protocol may still take (or refuse in its
         # own words): what the protocol itself gives decides, as without the fast path.
@@ -1270,9 +1273,9 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
     if entry.kind == READER_CORE:
         keepalive = entry.core(obj, stream, rec)
     elif entry.kind == READER_CAPSULE:
-        if (_read_capsule_into(entry, obj, stream, rec, &held, batch, True)
+        if (_read_capsule_into(entry, obj, stream, rec, &held, batch, True, 0)
                 == INTEROP_CORE_READ_DECLINED):
-            keepalive = _copied(_declined(entry, obj, stream), rec)
+            keepalive = _copied(_declined(entry, obj, stream, 0), rec)
         elif held == NULL:
             keepalive = obj
         else:
@@ -1281,7 +1284,7 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
             # Every caller of this function uses the memory: a deferred hold is taken now.
             keepalive = used_keepalive(keepalive)
     else:
-        keepalive = _copied(_fill(entry, obj, stream), rec)
+        keepalive = _copied(_fill(entry, obj, stream, 0), rec)
     # A type declared immutable reads read-only, as view() makes it (to() relies on it).
     if entry.readonly:
         rec.readonly = True
@@ -1312,15 +1315,15 @@ def compare_readers(ReaderEntry entry not None, ReaderEntry reference not None, 
     """
     cdef StridedMemoryView got, want
     if entry.kind == READER_CAPSULE:
-        result = _capsule_view(entry, obj, None)
+        result = _capsule_view(entry, obj, None, 0)
     elif entry.kind == READER_PYTHON:
         result = entry.reader(obj, None)
     else:
-        result = _fill(entry, obj, None)
+        result = _fill(entry, obj, None, 0)
     if result is None or result is NotImplemented:
         return "declined"
     got = <StridedMemoryView?> result
-    want = _fill(reference, obj, None)
+    want = _fill(reference, obj, None, 0)
     if entry.readonly:
         # A type declared immutable: the core makes every view of it read-only, whatever the
         # reader reports (a legacy DLPack capsule cannot say so), so the flag is no difference.
@@ -1335,7 +1338,7 @@ def read_with(ReaderEntry entry not None, obj, stream=None):
     For benchmarks and tests of the dispatch itself: ``view(obj)`` is exactly this plus the
     lookup of ``type(obj)`` in the table.
     """
-    return _read(entry, obj, stream)
+    return _read(entry, obj, stream, 0)
 
 
 def view(obj, stream=None):
@@ -1366,7 +1369,7 @@ def view(obj, stream=None):
     # view_object's body, spelled out: a call less on the hottest path.
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     if found != NULL:
-        return _read(<ReaderEntry> found, obj, stream)
+        return _read(<ReaderEntry> found, obj, stream, 0)
     return _view_miss(obj, stream)
 
 

@@ -24,6 +24,12 @@ shardings, jax's streams), ``_hold`` (``BufferHold``), ``_read`` (the reader, it
 producer strategy), ``_validation`` (canaries and ``prepare``), ``_shards_read``
 (``shards()``), ``_reader`` (the exporter).
 
+* ``StridedMemoryView.from_dlpack(x)`` and ``from_any(x)`` take this reader too: it is
+  declared equivalent to DLPack (plain host and device memory; other memory kinds go to jax's
+  ``__dlpack__``), and, told that a read stands in for DLPack (the ABI's ``protocol`` input), it
+  gives what jax's ``__dlpack__`` gives: the buffer held at once and, without a consumer stream,
+  the host waiting until the array is computed (the same jaxlib call, without jax's Python
+  wrappers).
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
   The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
   array say read-only too (jax's legacy DLPack capsules cannot).
@@ -204,10 +210,14 @@ def interop_core_register(registry):
     from . import _read, _reader, _shards_read, _validation  # compiled; import no jax
 
     reader = _read.reader_capsule()
+    # StridedMemoryView.from_dlpack / from_any take the reader too: told so (the `protocol`
+    # input, ABI v5), it holds and waits as jax's own __dlpack__ does.
+    dlpack_check = {"dlpack": _read.equivalence_check_capsule()}
     for path in ARRAY_TYPES:
         registry.add_type(path, reader=reader, fallback=_read.read_with_dlpack,
                           prepare=_validation.prepare, canaries=_validation.canaries,
-                          producer_stream=_read.producer_stream, readonly=True)
+                          producer_stream=_read.producer_stream, readonly=True,
+                          equivalent_to=("dlpack",), equivalence_check=dlpack_check)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin; to()
     # checks what jax cannot take as it is (its import limits) before calling it.
     registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),

@@ -42,16 +42,25 @@
 # - a consumer stream, device memory: the hold is taken on that stream (what
 #   __dlpack__(stream=s) does, without its Python wrappers): PJRT makes it wait for the array's
 #   definition events; the host does not wait for the computation.
+# - a read standing in for StridedMemoryView.from_dlpack (the ABI's `protocol` input, v5), no
+#   consumer stream: what jax's own __dlpack__() does, the hold taken without a stream (jaxlib
+#   waits on the host until the array is computed), or a live hold shared after that wait.
 
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 
-from interop_core.abi cimport INTEROP_CORE_READER_V2_CAPSULE, interop_core_tensor_info
+from interop_core.abi cimport (
+    INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
+    INTEROP_CORE_PROTOCOL_DLPACK,
+    INTEROP_CORE_READER_V2_CAPSULE,
+    interop_core_tensor_info,
+)
 
 from interop_jax._handles cimport (
     KDL_CPU,
+    KDL_CUDA,
     MAX_NDIM,
     _accessor_type,
     _api,
@@ -80,18 +89,14 @@ from interop_jax._hold cimport (
     _take_hold,
 )
 
-__all__ = ["reader_capsule", "read_with_dlpack", "producer_stream"]
+__all__ = ["reader_capsule", "read_with_dlpack", "producer_stream", "equivalence_check_capsule"]
 
 _DELETED = (
     "cannot view a deleted jax array: its buffer was freed by array.delete() or donated to a "
     "jitted computation (donate_argnums)")
 
 
-cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
-    """Host memory: wait until jax has computed `obj` (see "Readiness"); device memory is
-    ordered on streams instead, never by a host wait."""
-    if device_type != KDL_CPU:
-        return 0
+cdef inline int _wait_until_computed(object obj) except -1:
     # Mostly computed already: is_ready() costs less than block_until_ready(), which lets go of
     # the GIL and takes it back even then.
     if type(obj) is _accessor_type:
@@ -100,6 +105,14 @@ cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
     elif not obj.is_ready():
         obj.block_until_ready()
     return 0
+
+
+cdef inline int _wait_for_host_work(object obj, int32_t device_type) except -1:
+    """Host memory: wait until jax has computed `obj` (see "Readiness"); device memory is
+    ordered on streams instead, never by a host wait."""
+    if device_type != KDL_CPU:
+        return 0
+    return _wait_until_computed(obj)
 
 
 # The extents a deferred read hands the core (copied by the core before it runs Python code;
@@ -226,9 +239,28 @@ cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* 
     return 0
 
 
+cdef int _read_as_dlpack(object obj, interop_core_tensor_info* out) except -1:
+    """What jax's own ``__dlpack__()`` gives, without a consumer stream, for a read standing in
+    for ``StridedMemoryView.from_dlpack(x)`` (the registration declares the reader equivalent to
+    DLPack): the buffer held at once, the host waiting until the array is computed (jaxlib's
+    export without a stream).  With a consumer stream the ordinary read already is what
+    ``__dlpack__(stream=s)`` gives."""
+    cdef int32_t device_type, device_id
+    h = _shared_hold(obj)
+    if h is None:
+        _locate(obj, &device_type, &device_id)
+        h = _take_hold(obj, None, device_type, device_id)    # jaxlib waits on the host
+    elif h.info.device_type != KDL_CPU:
+        # A live hold taken on jax's stream (a view's first use): jaxlib did not wait then.
+        _wait_until_computed(obj)
+    return _hand_over(h, out)
+
+
 cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
     cdef int32_t device_type, device_id
     if stream is None:
+        if _api.abi_version >= 5 and out.protocol == INTEROP_CORE_PROTOCOL_DLPACK:
+            return _read_as_dlpack(obj, out)
         # to(), launch_args: the memory is used at once, so the hold is taken now.
         if _api.abi_version >= 4 and out.uses_memory:
             return _read_held(obj, out)
@@ -271,6 +303,27 @@ def reader_capsule():
         Named ``"interop_core.reader_v2"``.
     """
     return PyCapsule_New(<void*> read_jax_array, INTEROP_CORE_READER_V2_CAPSULE, NULL)
+
+
+cdef int _same_as_dlpack(PyObject* obj, int32_t protocol,
+                         const interop_core_tensor_info* read) noexcept:
+    # The hold is jax's own DLPack capsule, so pointer, layout and dtype are what __dlpack__
+    # says; the device is the reader's (the array's sharding and memory kind), which the core's
+    # validation compares with the capsule's on plain host and device memory.  Other memory
+    # kinds (pinned host) are left to jax's export to name.
+    return 1 if read.device_type == KDL_CPU or read.device_type == KDL_CUDA else 0
+
+
+def equivalence_check_capsule():
+    """The check ``registry.add_type(equivalence_check={"dlpack": ...})`` takes: whether jax's
+    own ``__dlpack__`` names the device the reader named (plain host and device memory), a
+    capsule named ``"interop_core.equivalence_check_v1"``.
+
+    Returns
+    -------
+    PyCapsule
+    """
+    return PyCapsule_New(<void*> _same_as_dlpack, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, NULL)
 
 
 def read_with_dlpack(obj, stream=None):
