@@ -496,12 +496,17 @@ def test_to_numpy_of_a_jax_array_is_based_on_the_hold_of_its_buffer():
     assert type(out.base) is BufferHold and out.base.array is x
 
 
-@pytest.mark.gpu
-def test_view_of_a_cuda_array():
+def _jax_gpu():
+    """jax's first CUDA device; the test is skipped where jax has no CUDA backend."""
     try:
-        gpu = jax.devices("cuda")[0]
+        return jax.devices("cuda")[0]
     except RuntimeError:
         pytest.skip("jax has no CUDA backend here")
+
+
+@pytest.mark.gpu
+def test_view_of_a_cuda_array():
+    gpu = _jax_gpu()
     x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
     v = interop_core.view(x)
     assert v.ptr == x.unsafe_buffer_pointer()
@@ -513,10 +518,7 @@ def test_view_of_a_cuda_array():
 
 @pytest.mark.gpu
 def test_cuda_array_round_trips_through_to_jax():
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
     out = interop_core.to(x, "jax")
     assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
@@ -530,10 +532,7 @@ def test_to_cupy_of_a_cuda_array_is_zero_copy_holds_it_and_warns_read_only():
     import weakref
 
     cupy = pytest.importorskip("cupy")
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     x = jax.device_put(jnp.arange(12, dtype=jnp.float32).reshape(3, 4), gpu)
     x.block_until_ready()
     alive = weakref.ref(x)
@@ -728,10 +727,7 @@ def _pending_on_the_gpu(gpu):
 @pytest.mark.gpu
 @pytest.mark.parametrize("entry_point", ["view", "to jax", "launch_args"])
 def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     x = _pending_on_the_gpu(gpu)
     if entry_point == "view":
         out = interop_core.view(x)
@@ -747,10 +743,7 @@ def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
 
 @pytest.mark.gpu
 def test_a_gpu_array_held_by_a_view_is_not_donated():
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     import gc
 
     x = jax.device_put(jnp.arange(8.0, dtype=jnp.float32), gpu)
@@ -774,10 +767,7 @@ def test_a_gpu_array_held_by_a_view_is_not_donated():
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["device", "pinned_host"])
 def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     sharding = jax.sharding.SingleDeviceSharding(gpu, memory_kind=kind)
     try:
         x = jax.device_put(np.arange(4096, dtype=np.float32), sharding)
@@ -800,10 +790,7 @@ def test_from_dlpack_of_a_gpu_array_waits_until_it_is_computed_as_jaxs_export_do
     # jax's __dlpack__() without a stream makes the host wait; from_dlpack takes the reader
     # (declared equivalent to DLPack) and must do the same, also when a view's first use
     # already holds the buffer (a hold taken on jax's stream, without a wait).
-    try:
-        gpu = jax.devices("cuda")[0]
-    except RuntimeError:
-        pytest.skip("jax has no CUDA backend here")
+    gpu = _jax_gpu()
     x = _pending_on_the_gpu(gpu)
     if held_before:
         early = interop_core.view(x)

@@ -339,14 +339,19 @@ def test_a_c_reader_finds_every_optional_output_at_its_default_on_each_call(regi
     assert second.strides == (1,) and second.owner is obj
 
 
-def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(registered):
-    seen = []
-
+def _reader_recording(seen, field):
+    """A C reader of Tensorish that appends the core's input `field` of each call to `seen`."""
     @READER_V1
     def reader(obj, stream, out):
-        seen.append(out.contents.batch)
+        seen.append(getattr(out.contents, field))
         return _fill_from_array(out, obj.array)
 
+    return reader
+
+
+def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(registered):
+    seen = []
+    reader = _reader_recording(seen, "batch")
     registered(lambda r: r.add_type(Tensorish, _v2(reader)), "batch-reader")
     objs = [Tensorish(np.zeros(3, np.float32)) for _ in range(3)]
     interop_core.launch_args(objs)
@@ -360,12 +365,7 @@ def test_launch_args_hands_readers_one_batch_number_per_call_and_view_none(regis
 
 def test_readers_are_told_whether_the_caller_uses_the_memory_at_once(registered):
     seen = []
-
-    @READER_V1
-    def reader(obj, stream, out):
-        seen.append(out.contents.uses_memory)
-        return _fill_from_array(out, obj.array)
-
+    reader = _reader_recording(seen, "uses_memory")
     registered(lambda r: r.add_type(Tensorish, _v2(reader)), "uses-memory-reader")
     obj = Tensorish(np.zeros(3, np.float32))
     view(obj)                                   # may be used for its metadata only
@@ -376,12 +376,7 @@ def test_readers_are_told_whether_the_caller_uses_the_memory_at_once(registered)
 
 def test_readers_are_told_which_protocol_a_from_call_stands_them_in_for(registered):
     seen = []
-
-    @READER_V1
-    def reader(obj, stream, out):
-        seen.append(out.contents.protocol)
-        return _fill_from_array(out, obj.array)
-
+    reader = _reader_recording(seen, "protocol")
     registered(lambda r: r.add_type(Tensorish, _v2(reader),
                                     equivalent_to=("dlpack", "array_interface")),
                "protocol-reader")

@@ -216,14 +216,25 @@ cdef int _read_deferred(object obj, interop_core_tensor_info* out) except -1:
     return 0
 
 
-cdef int _read_held(object obj, interop_core_tensor_info* out) except -1:
-    """Metadata, address and a hold of a single-device array, without a consumer stream."""
+cdef BufferHold _hold_of(object obj, bint as_dlpack):
+    """A live hold of `obj` shared, else a new one, without a consumer stream: taken on jax's
+    stream (no host wait on device work), or, `as_dlpack`, as jax's own ``__dlpack__()`` takes
+    it without a stream: the host waits until `obj` is computed (for a shared hold too, which
+    was taken on jax's stream without that wait)."""
     cdef int32_t device_type, device_id
     h = _shared_hold(obj)
     if h is None:
         _locate(obj, &device_type, &device_id)
-        h = _take_hold(obj, _hold_stream(device_type, _located_device), device_type, device_id)
-    return _hand_over(h, out)
+        stream = None if as_dlpack else _hold_stream(device_type, _located_device)
+        return _take_hold(obj, stream, device_type, device_id)
+    if as_dlpack and h.info.device_type != KDL_CPU:
+        _wait_until_computed(obj)
+    return h
+
+
+cdef int _read_held(object obj, interop_core_tensor_info* out) except -1:
+    """Metadata, address and a hold of a single-device array, without a consumer stream."""
+    return _hand_over(_hold_of(obj, False), out)
 
 
 cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* out) except -1:
@@ -239,28 +250,13 @@ cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* 
     return 0
 
 
-cdef int _read_as_dlpack(object obj, interop_core_tensor_info* out) except -1:
-    """What jax's own ``__dlpack__()`` gives, without a consumer stream, for a read standing in
-    for ``StridedMemoryView.from_dlpack(x)`` (the registration declares the reader equivalent to
-    DLPack): the buffer held at once, the host waiting until the array is computed (jaxlib's
-    export without a stream).  With a consumer stream the ordinary read already is what
-    ``__dlpack__(stream=s)`` gives."""
-    cdef int32_t device_type, device_id
-    h = _shared_hold(obj)
-    if h is None:
-        _locate(obj, &device_type, &device_id)
-        h = _take_hold(obj, None, device_type, device_id)    # jaxlib waits on the host
-    elif h.info.device_type != KDL_CPU:
-        # A live hold taken on jax's stream (a view's first use): jaxlib did not wait then.
-        _wait_until_computed(obj)
-    return _hand_over(h, out)
-
-
 cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
     cdef int32_t device_type, device_id
     if stream is None:
         if _api.abi_version >= 5 and out.protocol == INTEROP_CORE_PROTOCOL_DLPACK:
-            return _read_as_dlpack(obj, out)
+            # What jax's own __dlpack__() gives without a stream (from_dlpack, from_any): with
+            # a consumer stream the reads below already are what __dlpack__(stream=s) gives.
+            return _hand_over(_hold_of(obj, True), out)
         # to(), launch_args: the memory is used at once, so the hold is taken now.
         if _api.abi_version >= 4 and out.uses_memory:
             return _read_held(obj, out)

@@ -1753,15 +1753,22 @@ cdef int _bind_grad_getter() except -1:
     return 0
 
 
+cdef inline bint _lacks_grad_meta(PyObject* obj) noexcept:
+    # No autograd metadata (TensorImpl's pointer located by _bind_grad_getter): the tensor
+    # cannot require grad, answered without asking torch.
+    cdef char* impl
+    if _grad_state > 0 and _grad_meta_at:
+        impl = <char*> (<void**> _handle_of(obj))[0]
+        return (<void**> (impl + _grad_meta_at))[0] == NULL
+    return False
+
+
 cdef int _requires_grad(PyObject* obj) except -1:
     """1 when the tensor requires grad, else 0."""
     cdef PyObject* answer
     cdef bint requires
-    cdef char* impl
-    if _grad_state > 0 and _grad_meta_at:
-        impl = <char*> (<void**> _handle_of(obj))[0]
-        if (<void**> (impl + _grad_meta_at))[0] == NULL:
-            return 0                    # no autograd metadata: cannot require grad
+    if _lacks_grad_meta(obj):
+        return 0
     if _grad_state == 0:
         _bind_grad_getter()
         return _requires_grad(obj)
@@ -1859,15 +1866,12 @@ cdef inline bint _same_strides_and_address(const interop_core_tensor_info* read)
 
 cdef int _same_as_interface(PyObject* obj, int32_t protocol,
                             const interop_core_tensor_info* read) except -1:
-    cdef char* impl
     if not _has_typestr(read.dtype_code, read.dtype_bits, read.dtype_lanes):
         return 0
     if not _same_strides_and_address(read):
         return 0
-    if _grad_state > 0 and _grad_meta_at:
-        impl = <char*> (<void**> _handle_of(obj))[0]
-        if (<void**> (impl + _grad_meta_at))[0] == NULL:
-            return 1                    # no autograd metadata: cannot require grad
+    if _lacks_grad_meta(obj):           # the common case, inlined: no call
+        return 1
     return 0 if _requires_grad(obj) else 1
 
 
