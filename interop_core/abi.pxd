@@ -1,5 +1,5 @@
 # Cython declarations of the public C ABI for compiled readers and exporters
-# (include/interop_core.h, version 5).
+# (include/interop_core.h, version 6).
 #
 # A plugin written in Cython cimports these names; its extension is built with
 # `include_dirs=[interop_core.get_include()]`.  The first-party plugins (plugins/interop_*) use
@@ -24,6 +24,9 @@ cdef extern from "interop_core.h":
     const char* INTEROP_CORE_EXPORTER_CAPSULE
     const char* INTEROP_CORE_API_CAPSULE
     int INTEROP_CORE_READ_OK
+    int INTEROP_CORE_USES_MEMORY_LATER
+    int INTEROP_CORE_USES_MEMORY_AT_ONCE
+    int INTEROP_CORE_USES_MEMORY_IN_CALL
     int INTEROP_CORE_READ_DECLINED
     int INTEROP_CORE_READ_ERROR
 
@@ -43,7 +46,7 @@ cdef extern from "interop_core.h":
         PyObject* keepalive          # a new reference the core takes over, or NULL
         int32_t strides_in_bytes
         uint64_t batch               # version 3, an input: see interop_core.h
-        uint32_t uses_memory         # version 4, an input: see interop_core.h
+        uint32_t uses_memory         # version 4 (IN_CALL: 6), an input: see interop_core.h
         int32_t protocol             # version 5, an input: see interop_core.h
 
     ctypedef int (*interop_core_reader_v1)(PyObject* obj, PyObject* stream,

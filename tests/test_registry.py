@@ -374,6 +374,18 @@ def test_readers_are_told_whether_the_caller_uses_the_memory_at_once(registered)
     assert seen == [0, 1, 1]
 
 
+def test_the_triton_wrapper_tells_readers_nothing_of_the_read_outlives_its_call(registered):
+    pytest.importorskip("triton", reason="needs Triton (pip install triton)")
+    from interop_core.bench._triton_kernels import add4
+
+    seen = []
+    reader = _reader_recording(seen, "uses_memory")
+    registered(lambda r: r.add_type(Tensorish, _v2(reader)), "in-call-reader")
+    obj = Tensorish(np.zeros(64, np.float32))
+    interop_core.triton_kernel(add4).key(obj, obj, obj, 64, BLOCK=64)
+    assert seen == [2, 2, 2]        # INTEROP_CORE_USES_MEMORY_IN_CALL
+
+
 def test_readers_are_told_which_protocol_a_from_call_stands_them_in_for(registered):
     seen = []
     reader = _reader_recording(seen, "protocol")
@@ -657,9 +669,9 @@ def _core_api():
                        ctypes.POINTER(CoreApi)).contents
 
 
-def test_the_core_api_table_is_version_5_and_converts_dtypes():
+def test_the_core_api_table_is_version_6_and_converts_dtypes():
     api = _core_api()
-    assert api.abi_version == 5 and api.size == ctypes.sizeof(CoreApi)
+    assert api.abi_version == 6 and api.size == ctypes.sizeof(CoreApi)
     code, bits, lanes = ctypes.c_uint8(), ctypes.c_uint8(), ctypes.c_uint16()
     assert api.dtype_of(np.dtype("complex64"), code, bits, lanes) == 0
     assert (code.value, bits.value, lanes.value) == (5, 64, 1)
@@ -791,7 +803,7 @@ def test_the_header_is_where_get_include_says():
 
     header = os.path.join(interop_core.get_include(), "interop_core.h")
     text = open(header).read()
-    assert "#define INTEROP_CORE_ABI_VERSION 5" in text
+    assert "#define INTEROP_CORE_ABI_VERSION 6" in text
     assert "interop_core.reader_v2" in text and "interop_core._C_API" in text
 
 

@@ -185,6 +185,88 @@ def test_a_read_only_array_where_the_kernel_writes_is_refused():
         fast[(1,)](x, x, frozen, 64, BLOCK=64)
 
 
+def _jax_gpu():
+    jax = pytest.importorskip("jax")
+    try:
+        return jax, jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("jax has no GPU backend here")
+
+
+def test_a_jax_array_still_being_computed_is_ordered_before_the_kernel():
+    jax, gpu = _jax_gpu()
+
+    @jax.jit
+    def slow(a):
+        for _ in range(8):
+            a = a @ a * 0.5 + 1.0
+        return a
+
+    a = jax.device_put(np.full((2048, 2048), 1e-4, np.float32), gpu)
+    slow(a).block_until_ready()                     # compiled, and the GPU warm
+    fast = interop_core.triton_kernel(add, writable=("out_ptr",))
+    n = 2048 * 2048
+    zeros = jax.device_put(np.zeros(n, np.float32), gpu)
+    out = torch.zeros(n, device="cuda")
+    x = slow(a)
+    fast[(triton.cdiv(n, 1024),)](x, zeros, out, n, BLOCK=1024)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), np.asarray(x).reshape(-1))
+
+
+@pytest.mark.parametrize("python_code", ["a compilation", "Triton's scratch allocator"])
+def test_a_jax_array_deleted_by_python_code_between_read_and_launch_stays_held(python_code,
+                                                                                monkeypatch):
+    # The wrapper reads a computed jax array without holding its buffer (nothing made from the
+    # read outlives the launch), but takes the hold before any Python code runs between the
+    # read and the launch: freed, its memory would be jax's to reuse (the decoys below).
+    jax, gpu = _jax_gpu()
+    M = N = 64
+    host = np.arange(M * N, dtype=np.float32).reshape(M, N)
+    src = jax.device_put(host, gpu)
+    src.block_until_ready()
+    decoys = []
+
+    def free_src():
+        if not src.is_deleted():
+            src.delete()
+            decoys.extend(jax.device_put(np.full_like(host, -1.0), gpu) for _ in range(20))
+            jax.block_until_ready(decoys)
+
+    out = torch.zeros(M, N, device="cuda")
+    if python_code == "a compilation":
+        compile_kernel = _triton._compile
+
+        def compile_then_free(*args):
+            compiled = compile_kernel(*args)
+            free_src()
+            return compiled
+
+        monkeypatch.setattr(_triton, "_compile", compile_then_free)
+        fast = interop_core.triton_kernel(add, writable=("out_ptr",))
+        fast[(triton.cdiv(M * N, 256),)](src, src, out, M * N, BLOCK=256)
+        expected = 2 * host
+    else:
+        def allocator(size, alignment, stream):
+            free_src()
+            return torch.empty(size, dtype=torch.int8, device="cuda")
+
+        fast = interop_core.triton_kernel(tile_copy)
+        grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(
+            size, dtype=torch.int8, device="cuda"))
+        compiled = fast[grid](torch.zeros(M, N, device="cuda"), out, M, N, BLOCK_M=32,
+                              BLOCK_N=32)                           # compiled for this key
+        if compiled.metadata.global_scratch_size == 0:
+            pytest.skip("this Triton compiled the kernel without global scratch")
+        triton.set_allocator(allocator)
+        fast[grid](src, out, M, N, BLOCK_M=32, BLOCK_N=32)
+        expected = host
+    torch.cuda.synchronize()
+    assert src.is_deleted()
+    np.testing.assert_array_equal(out.cpu().numpy().reshape(M, N), expected)
+
+
 def test_a_launch_on_another_stream_waits_for_the_producer():
     fast = interop_core.triton_kernel(add)
     n = 1 << 20

@@ -1,5 +1,5 @@
 /*
- * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 5).
+ * interop_core.h: the C ABI for compiled interop-core readers and exporters (version 6).
  *
  * A plugin written in C, C++, Cython or Rust registers a reader that runs at the same speed as
  * interop-core's own: every first-party reader (numpy, torch, cupy, numba, jax) is built on this
@@ -54,6 +54,12 @@
  * the exchange protocol a read stands in for, when StridedMemoryView.from_<protocol>(obj) takes
  * a reader the registration declared equivalent to it.
  *
+ * Version 6 gives `uses_memory` a second non-zero value, INTEROP_CORE_USES_MEMORY_IN_CALL: the
+ * memory is used before the reading call returns and nothing made from the read outlives it (a
+ * kernel launch that reads its arguments, enqueues the kernel and drops what it read).  A
+ * reader that does not tell the two non-zero values apart treats both as "used at once", which
+ * stays correct.
+ *
  * An optional equivalence check (capsule INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, passed as
  * `equivalence_check=` with `equivalent_to=`) says, per object, whether what the reader read is
  * what a protocol's own reading would give: see interop_core_equivalence_check_v1 below.  It is
@@ -72,7 +78,7 @@
 extern "C" {
 #endif
 
-#define INTEROP_CORE_ABI_VERSION 5
+#define INTEROP_CORE_ABI_VERSION 6
 #define INTEROP_CORE_READER_CAPSULE "interop_core.reader_v1"
 #define INTEROP_CORE_READER_V2_CAPSULE "interop_core.reader_v2"
 #define INTEROP_CORE_EXPORTER_CAPSULE "interop_core.exporter_v1"
@@ -86,6 +92,11 @@ extern "C" {
 #define INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE 4
 #define INTEROP_CORE_PROTOCOL_BUFFER 5
 #define INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE "interop_core.equivalence_check_v1"
+
+/* The values of `uses_memory` (version 4; IN_CALL since version 6). */
+#define INTEROP_CORE_USES_MEMORY_LATER 0
+#define INTEROP_CORE_USES_MEMORY_AT_ONCE 1
+#define INTEROP_CORE_USES_MEMORY_IN_CALL 2
 
 /* A reader's return values (version 2). */
 #define INTEROP_CORE_READ_OK 0
@@ -116,11 +127,18 @@ typedef struct {
                                     framework's current stream of a device), stays valid for the
                                     other objects of the same batch.  0: a lone read. */
     /* ---- version 4: an input, set by interop-core before the call ---- */
-    uint32_t uses_memory;        /* non-zero: the caller uses the memory as soon as the read
-                                    returns (to(), launch_args, copies): a reader that would
-                                    hand out a deferred_keepalive may take its hold right away
-                                    instead.  0: a view(), which may be used for its metadata
-                                    only. */
+    uint32_t uses_memory;        /* INTEROP_CORE_USES_MEMORY_AT_ONCE (1): the caller uses the
+                                    memory as soon as the read returns, and what it makes may
+                                    outlive the call (to(), launch_args, copies): a reader that
+                                    would hand out a deferred_keepalive may take its hold right
+                                    away instead.  _LATER (0): a view(), which may be used for
+                                    its metadata only.  _IN_CALL (2, version 6): the memory is
+                                    used before the reading call returns and nothing made from
+                                    the read outlives it (a launch that enqueues a kernel and
+                                    drops its record); a deferred_keepalive handed out is taken
+                                    only if anything runs Python code between the read and the
+                                    use, so it costs nothing otherwise.  With a consumer stream
+                                    the memory must be ordered before it in every case. */
     /* ---- version 5: an input, set by interop-core before the call ---- */
     int32_t protocol;            /* 0: view(), to(), launch_args, copies.  Otherwise the read
                                     stands in for StridedMemoryView.from_<protocol>(obj)

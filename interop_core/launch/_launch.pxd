@@ -33,6 +33,7 @@ cdef class LaunchArgs:
 
     cdef int _allocate(self, Py_ssize_t n) except -1
     cdef int _keep(self, Py_ssize_t i, object keepalive) except -1
+    cdef int _take_deferred(self) except -1
     cdef object _slot_view(self, void** slots)
     cdef str _label(self, Py_ssize_t i, bint prefix=*)
 
@@ -40,9 +41,14 @@ cdef class LaunchArgs:
 # launch_args() for compiled callers (@viewable): `policy` is a core._key KeyPolicy value.
 # `caller` and `names` only change error messages ("f(): argument 'x'" rather than
 # "launch_args: argument 0").
+# `in_call`: the record never leaves the caller's call and its memory is used before that call
+# returns (a Triton launch): a reader's deferred keep-alive stays deferred in the record, and the
+# caller calls _take_deferred() before anything runs Python code between the read and the launch
+# (a compilation, an allocator): a read ends with the memory's state the launch may rely on only
+# while no Python code runs (jax: delete() in another thread, a finalizer).
 cdef LaunchArgs build_launch_args(object args, object stream, int policy, object writable,
                                   bint same_device, object scalar_types, str caller=*,
-                                  tuple names=*)
+                                  tuple names=*, bint in_call=*)
 
 # The KeyPolicy for a `key=` argument ("static", "dynamic" or None); ValueError otherwise.
 cdef int key_policy(object key) except -1

@@ -48,7 +48,7 @@ from ..core._key cimport (
     key_tensor_words,
 )
 from ..core._record cimport ViewRecord, extents_free, record_copy, record_init
-from ..core._view cimport StridedMemoryView, view_new
+from ..core._view cimport DeferredKeepalive, StridedMemoryView, used_keepalive, view_new
 from ..cuda._cuda cimport order_streams, same_stream
 from ..cuda._streams cimport canonical_stream
 from ..registry._registry cimport read_unordered
@@ -282,7 +282,7 @@ cdef int _raise_readonly(LaunchArgs r, Py_ssize_t i) except -1:
 
 cdef LaunchArgs build_launch_args(object args, object stream, int policy, object writable,
                                   bint same_device, object scalar_types, str caller=None,
-                                  tuple names=None):
+                                  tuple names=None, bint in_call=False):
     cdef tuple seq
     cdef Py_ssize_t n, i, nwords = 1, first_tensor = -1, at
     cdef LaunchArgs r
@@ -349,7 +349,7 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                                      f"but scalar_types[{i}] is {_CTYPE_NAMES[narrow[i]]!r}")
                 rec = &r.recs[i]
                 reading = True
-                keepalive = read_unordered(obj, canonical, rec, batch)
+                keepalive = read_unordered(obj, canonical, rec, batch, in_call)
                 reading = False
                 r.kinds[i] = ARG_TENSOR
                 if t != <PyObject*> _last_tensor_type:
@@ -515,6 +515,21 @@ cdef class LaunchArgs:
         Py_INCREF(keepalive)
         PyTuple_SET_ITEM(self._keepalives, i, keepalive)
         Py_DECREF_ref(old)
+        return 0
+
+    cdef int _take_deferred(self) except -1:
+        # Every deferred keep-alive of the record taken (validated: BufferError when the memory
+        # went since the read), each replaced by what it took.
+        cdef Py_ssize_t i
+        if self._keepalives is None:
+            return 0
+        for i in range(self.n):
+            keepalive = <object> PyTuple_GET_ITEM(self._keepalives, i)
+            if type(keepalive) is DeferredKeepalive:
+                held = used_keepalive(keepalive)
+                Py_INCREF(held)
+                PyTuple_SET_ITEM(self._keepalives, i, held)
+                Py_DECREF_ref(keepalive)
         return 0
 
     cdef str _label(self, Py_ssize_t i, bint prefix=True):

@@ -459,21 +459,25 @@ cdef class TritonKernel:
             return self.own_launch(self, grid, args, kwargs, stream)
         if self.get_device is None:
             self.prepare_hook(self)             # Triton's driver up: torch's device and stream
+        # What runs Python code comes before the arguments are read: from the read to the
+        # launch none runs but a compilation or Triton's scratch allocator, and those take the
+        # reads' deferred keep-alives first (build_launch_args, `in_call`).
+        used = self.fn.used_global_vals
+        if used:
+            _check_globals(used)
+        dims = grid(self._meta(args, kwargs)) if callable(grid) else grid
+        _grid_dims(dims, g)
         r = self._bind_and_key(args, kwargs, stream, False, &handle, &device)
         key = <LaunchKey> r.key
         entry = self.entries.get(key)
         if entry is None:
+            r._take_deferred()
             entry = self.compile_hook(self, key, r, grid, args, kwargs, device)
             self.entries[key] = entry
         if entry is _OWN:
             return self.own_launch(self, grid, args, kwargs, stream)
         c = <CompiledLaunch> entry
-        used = self.fn.used_global_vals
-        if used:
-            _check_globals(used)
-        if callable(grid):
-            grid = grid(self._meta(args, kwargs))
-        _grid_dims(grid, g)
+        grid = dims
         if <unsigned long long> g[0] * g[1] * g[2] == 0:
             return c.kernel                         # Triton launches nothing for an empty grid
         limits = device_limits(c.device)
@@ -497,6 +501,8 @@ cdef class TritonKernel:
                 n_passed += 1
             scratch = None
             profile = None
+            if c.global_scratch_size or c.profile_scratch_size:
+                r._take_deferred()
             if c.global_scratch_size:
                 scratch = self._scratch(c, g, handle, False)
                 global_scratch = scratch.data_ptr()
@@ -648,38 +654,10 @@ cdef class TritonKernel:
                 if not 0 <= handle <= 2 and stream_device(handle, device) != device:
                     raise ValueError(f"{self.name}: the stream {handle:#x} does not belong to "
                                      f"cuda:{device}, the current device")
-            if self.runtime_leading and nargs == self.nruntime:
-                runtime = args
-            else:
-                runtime = PyTuple_New(self.nruntime)
-                for j in range(self.nruntime):
-                    value = <object> vals[self.runtime_pos[j]]
-                    Py_INCREF(value)
-                    PyTuple_SET_ITEM(runtime, j, value)
-            r = build_launch_args(runtime, None if key_only else canonical, KEY_NONE, False,
-                                  False, None, self.name, self.runtime_names)
-            for j in range(self.nruntime):
-                if r.kinds[j] != ARG_TENSOR:
-                    continue
-                rec = &r.recs[j]
-                if writable[j] and rec.readonly:
-                    raise BufferError(f"{self.name}: argument {self.runtime_names[j]!r} "
-                                      f"({type_name(r.args[j])}) is read-only, but the kernel "
-                                      "writes it")
-                if key_only:
-                    continue
-                if rec.device_type == kDLCUDA:
-                    if rec.device_id != device:
-                        raise ValueError(
-                            f"{self.name}: argument {self.runtime_names[j]!r} "
-                            f"({type_name(r.args[j])}) is on {device_label(rec)}, but the "
-                            f"launch goes to cuda:{device} (torch's current device)")
-                elif rec.device_type != kDLCUDAHost and rec.device_type != kDLCUDAManaged:
-                    raise ValueError(
-                        f"{self.name}: argument {self.runtime_names[j]!r} "
-                        f"({type_name(r.args[j])}) is in {device_label(rec)} memory, which a "
-                        "Triton kernel cannot address")
-            # The key: environment, runtime arguments, constexprs, options.
+            # The key: environment, runtime arguments, constexprs, options.  Everything but the
+            # arguments' words first: it runs Python code (Triton's knobs, hashes of constexpr
+            # values), and from the arguments' read to the launch none may run (build_launch_args,
+            # `in_call`).
             nwords = 2 + self.nruntime + noptions
             for i in range(nparams):
                 if modes[i] == P_CONSTEXPR:
@@ -695,10 +673,7 @@ cdef class TritonKernel:
                 self.last_mode = mode
             key._words[1] = _word(0x45, 0, (<uint64_t> self.last_mode_id << 20)
                                   | (<uint64_t> debug << 16) | <uint64_t> (device & 0xFFFF))
-            at = 2
-            for j in range(self.nruntime):
-                key._words[at] = _runtime_word(r, j, flags[self.runtime_pos[j]])
-                at += 1
+            at = 2 + self.nruntime
             for i in range(nparams):
                 if modes[i] != P_CONSTEXPR:
                     continue
@@ -742,6 +717,39 @@ cdef class TritonKernel:
             for i in range(noptions):
                 key._words[at] = _word(0x4F, 0, <uint64_t> options[i])
                 at += 1
+            if self.runtime_leading and nargs == self.nruntime:
+                runtime = args
+            else:
+                runtime = PyTuple_New(self.nruntime)
+                for j in range(self.nruntime):
+                    value = <object> vals[self.runtime_pos[j]]
+                    Py_INCREF(value)
+                    PyTuple_SET_ITEM(runtime, j, value)
+            r = build_launch_args(runtime, None if key_only else canonical, KEY_NONE, False,
+                                  False, None, self.name, self.runtime_names, True)
+            for j in range(self.nruntime):
+                if r.kinds[j] != ARG_TENSOR:
+                    continue
+                rec = &r.recs[j]
+                if writable[j] and rec.readonly:
+                    raise BufferError(f"{self.name}: argument {self.runtime_names[j]!r} "
+                                      f"({type_name(r.args[j])}) is read-only, but the kernel "
+                                      "writes it")
+                if key_only:
+                    continue
+                if rec.device_type == kDLCUDA:
+                    if rec.device_id != device:
+                        raise ValueError(
+                            f"{self.name}: argument {self.runtime_names[j]!r} "
+                            f"({type_name(r.args[j])}) is on {device_label(rec)}, but the "
+                            f"launch goes to cuda:{device} (torch's current device)")
+                elif rec.device_type != kDLCUDAHost and rec.device_type != kDLCUDAManaged:
+                    raise ValueError(
+                        f"{self.name}: argument {self.runtime_names[j]!r} "
+                        f"({type_name(r.args[j])}) is in {device_label(rec)} memory, which a "
+                        "Triton kernel cannot address")
+            for j in range(self.nruntime):
+                key._words[2 + j] = _runtime_word(r, j, flags[self.runtime_pos[j]])
             key_finish(key)
             r.key = key
             stream_out[0] = handle

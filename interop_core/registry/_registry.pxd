@@ -78,7 +78,11 @@ cdef object view_if_equivalent(object obj, object stream, int protocol)
 # type's first sight (the miss path orders that one object).  With a stream, the producer's
 # stream is recorded in `rec` when known (the reader's, else the plugin's strategy).  `batch`:
 # the same non-zero number for every object of one launch_args call (interop_core.h, `batch`).
-cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch)
+# `in_call`: nothing made from the read outlives the caller's call (a Triton launch), so a
+# reader's deferred keep-alive is returned as it is, for the caller to take (used_keepalive)
+# only should Python code run before the memory is used; otherwise it is taken here.
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch,
+                           bint in_call=*)
 
 
 # An exporter compiled against interop_core.h (new_exporter wraps its capsule): callable as

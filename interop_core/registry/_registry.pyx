@@ -18,7 +18,7 @@ from cpython.pycapsule cimport (
 )
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -79,6 +79,9 @@ from ..abi cimport (
     INTEROP_CORE_READ_OK,
     INTEROP_CORE_READER_CAPSULE,
     INTEROP_CORE_READER_V2_CAPSULE,
+    INTEROP_CORE_USES_MEMORY_AT_ONCE,
+    INTEROP_CORE_USES_MEMORY_IN_CALL,
+    INTEROP_CORE_USES_MEMORY_LATER,
     interop_core_api,
     interop_core_equivalence_check_v1,
     interop_core_exporter_v1,
@@ -760,7 +763,8 @@ cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, objec
     # A view filled by `entry`'s C reader, or None when the reader declined `obj`.
     cdef StridedMemoryView v = view_new()
     cdef PyObject* keepalive = NULL
-    if (_read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0, False, protocol)
+    if (_read_capsule_into(entry, obj, stream, &v.rec, &keepalive, 0,
+                           INTEROP_CORE_USES_MEMORY_LATER, protocol)
             == INTEROP_CORE_READ_DECLINED):
         return None
     # The object's reference count is written as few times as view() did before readers went
@@ -886,7 +890,7 @@ cdef inline int64_t _set_dtype_cached(ViewRecord* rec, uint8_t code, uint8_t bit
 
 cdef inline int _read_capsule_into(ReaderEntry entry, object obj, object stream,
                                    ViewRecord* rec, PyObject** keepalive,
-                                   uint64_t batch, bint uses_memory, int protocol) except -1:
+                                   uint64_t batch, uint32_t uses_memory, int protocol) except -1:
     """Run `entry`'s C reader on `obj` and fill `rec` (an initialised record) from its answer.
 
     Returns INTEROP_CORE_READ_OK, with `keepalive` set to the reader's keep-alive (a new
@@ -1244,7 +1248,8 @@ cdef PyObject* _entry_after_miss(object obj) except? NULL:
 install_fast_from(view_if_equivalent)
 
 
-cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch):
+cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t batch,
+                           bint in_call=False):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef PyObject* held = NULL
     cdef ReaderEntry entry
@@ -1273,7 +1278,9 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
     if entry.kind == READER_CORE:
         keepalive = entry.core(obj, stream, rec)
     elif entry.kind == READER_CAPSULE:
-        if (_read_capsule_into(entry, obj, stream, rec, &held, batch, True, 0)
+        if (_read_capsule_into(entry, obj, stream, rec, &held, batch,
+                               INTEROP_CORE_USES_MEMORY_IN_CALL if in_call
+                               else INTEROP_CORE_USES_MEMORY_AT_ONCE, 0)
                 == INTEROP_CORE_READ_DECLINED):
             keepalive = _copied(_declined(entry, obj, stream, 0), rec)
         elif held == NULL:
@@ -1281,8 +1288,10 @@ cdef object read_unordered(object obj, object stream, ViewRecord* rec, uint64_t 
         else:
             keepalive = <object> held
             Py_DECREF_steal(held)
-            # Every caller of this function uses the memory: a deferred hold is taken now.
-            keepalive = used_keepalive(keepalive)
+            # Every caller of this function uses the memory: a deferred hold is taken now,
+            # unless the caller takes it itself where needed (in_call).
+            if not in_call:
+                keepalive = used_keepalive(keepalive)
     else:
         keepalive = _copied(_fill(entry, obj, stream, 0), rec)
     # A type declared immutable reads read-only, as view() makes it (to() relies on it).
