@@ -742,29 +742,6 @@ def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("computed", [True, False], ids=["computed", "being computed"])
-def test_a_view_with_a_stream_holds_a_computed_gpu_array_from_first_use_and_others_at_once(
-        computed):
-    # Ordering a computed array on a stream needs no hold: its view holds the buffer from the
-    # first use of the memory, as without a stream.  An array still being computed is held as
-    # the stream is made to wait for it (jax's __dlpack__(stream=s)).
-    gpu = _jax_gpu()
-    if computed:
-        x = jax.device_put(np.arange(4096, dtype=np.float32), gpu)
-        x.block_until_ready()
-    else:
-        x = _pending_on_the_gpu(gpu)
-    address = x.unsafe_buffer_pointer()
-    v = interop_core.view(x, stream=2)     # CUDA's per-thread default stream
-    x.delete()
-    if computed:
-        with pytest.raises(BufferError, match="deleted or donated"):
-            _ = v.ptr
-    else:
-        assert v.ptr == address
-
-
-@pytest.mark.gpu
 def test_a_gpu_array_held_by_a_view_is_not_donated():
     gpu = _jax_gpu()
     import gc

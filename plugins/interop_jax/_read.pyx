@@ -43,8 +43,8 @@
 #   __dlpack__(stream=s) does, without its Python wrappers): PJRT makes it wait for the array's
 #   definition events; the host does not wait for the computation.  An array already computed
 #   (is_ready(): ~0.3 us against ~1.5 us for the hold on a stream, H100 host) has nothing to
-#   order: a view() or a read whose memory is used within the call (uses_memory IN_CALL, the
-#   Triton wrapper) reads it as without a stream, the hold deferred to the first use.
+#   order: a read whose memory is used within the caller's call (uses_memory IN_CALL, the
+#   Triton wrapper) reads it as a view() without a stream, the hold deferred.
 # - a read standing in for StridedMemoryView.from_dlpack (the ABI's `protocol` input, v5), no
 #   consumer stream: what jax's own __dlpack__() does, the hold taken without a stream (jaxlib
 #   waits on the host until the array is computed), or a live hold shared after that wait.
@@ -58,7 +58,7 @@ from interop_core.abi cimport (
     INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
     INTEROP_CORE_PROTOCOL_DLPACK,
     INTEROP_CORE_READER_V2_CAPSULE,
-    INTEROP_CORE_USES_MEMORY_AT_ONCE,
+    INTEROP_CORE_USES_MEMORY_IN_CALL,
     interop_core_tensor_info,
 )
 
@@ -274,10 +274,12 @@ cdef int _read(object obj, object stream, interop_core_tensor_info* out) except 
     _locate(obj, &device_type, &device_id)
     if device_type == KDL_CPU:
         return _read_held(obj, out)  # jaxlib waits for jax's CPU work: the host is the order
-    if (_api.abi_version >= 4 and out.uses_memory != INTEROP_CORE_USES_MEMORY_AT_ONCE
+    if (_api.abi_version >= 6 and out.uses_memory == INTEROP_CORE_USES_MEMORY_IN_CALL
             and _computed(obj)):
-        # Nothing to order, and nothing made from the read that needs a hold before the
-        # memory's first use: read as without a stream.
+        # Nothing to order, and nothing made from the read outlives the caller's call: read as
+        # a view() without a stream, the hold deferred (taken only if Python code runs before
+        # the memory is used).  A view() with a stream keeps holding at once: its user passed
+        # the stream to use the memory on it.
         _read_deferred(obj, out)
         out.has_producer_stream = 1
         out.producer_stream = <intptr_t> <Py_ssize_t> stream
