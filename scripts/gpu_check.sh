@@ -9,7 +9,7 @@
 # After the build, `tests` runs the gpu-marked tests and every example, `suite` the whole test
 # suite (host tests included: about 10 minutes on the H100 host), `bench` the benchmarks; `all`
 # runs the three.  Each of `tests` and `bench` fits one 10-minute device call.
-# `memcheck` runs the gpu-marked copy, launch, stream, protocol and jax-reader tests under
+# `memcheck` runs the gpu-marked copy, launch, Triton, stream, protocol and jax-reader tests under
 # compute-sanitizer's memcheck (memcheck.PID.txt, memcheck_tests.txt) and sorts its reports into
 # this project's and the frameworks' own (memcheck_attribution.txt; scripts/sanitizers/
 # attribute.py): it fails on a report involving our frames.  GPU_CHECK_MEMCHECK=1 adds it to
@@ -92,7 +92,7 @@ else
   # shellcheck disable=SC2206
   memcheck_tests=(${GPU_CHECK_MEMCHECK_TESTS:-tests/test_copies.py tests/test_launch_gpu.py
     tests/test_streams.py tests/test_gpu_protocols.py tests/test_cuda_module.py
-    tests/test_plugin_jax.py})
+    tests/test_plugin_jax.py tests/test_triton_gpu.py})
   rm -f "$OUT"/memcheck.*.txt
   # Every framework allocation its own driver allocation, so that memcheck knows its bounds
   # (a pool hides an overrun inside the pool): jax's platform allocator without preallocation,
