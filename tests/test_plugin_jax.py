@@ -725,6 +725,7 @@ def _pending_on_the_gpu(gpu):
 
 
 @pytest.mark.gpu
+@pytest.mark.host_timing
 @pytest.mark.parametrize("entry_point", ["view", "to jax", "launch_args"])
 def test_a_hold_on_a_gpu_array_takes_no_host_wait(entry_point):
     gpu = _jax_gpu()
@@ -785,6 +786,7 @@ def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
 
 
 @pytest.mark.gpu
+@pytest.mark.host_timing
 @pytest.mark.parametrize("held_before", [False, True])
 def test_from_dlpack_of_a_gpu_array_waits_until_it_is_computed_as_jaxs_export_does(held_before):
     # jax's __dlpack__() without a stream makes the host wait; from_dlpack takes the reader

@@ -163,6 +163,23 @@ def test_driver_error_from_jax_called_by_us_is_ours_inside_jax(attribute):
     assert "cuStreamWaitEvent" in report.headline
 
 
+MEMCHECK_PARAM_PROBE = """\
+========= COMPUTE-SANITIZER
+========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuFuncGetParamInfo.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: __pyx_f_12interop_core_4cuda_7_module_function_param_sizes in _module.c:7033 [0x133cf] in _module.cpython-312-x86_64-linux-gnu.so
+=========         Host Frame: __pyx_pw_12interop_core_4cuda_7_module_7_function_param_sizes in _module.c:17332 [0x16136] in _module.cpython-312-x86_64-linux-gnu.so
+=========
+"""
+
+
+def test_the_parameter_count_probe_past_the_last_parameter_is_expected(attribute):
+    [report] = attribute.parse(MEMCHECK_PARAM_PROBE)
+    assert report.owner == "expected" and not report.is_ours
+    other_call = MEMCHECK_PARAM_PROBE.replace("cuFuncGetParamInfo", "cuLaunchKernel")
+    assert attribute.parse(other_call)[0].owner == "ours"
+
+
 def test_old_compute_sanitizer_layout_and_a_frameworks_own_error(attribute):
     [report] = attribute.parse(MEMCHECK_TORCH_OLD)
     assert report.owner == "torch"

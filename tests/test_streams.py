@@ -246,6 +246,7 @@ def jax_long():
 
 
 @pytest.mark.gpu
+@pytest.mark.host_timing
 def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
     jax, long, a, n = jax_long
     returned_early = measured = 0
@@ -267,6 +268,7 @@ def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
 
 
 @pytest.mark.gpu
+@pytest.mark.host_timing
 @pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later"])
 def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
         torch_cuda, jax_long, entry_point):

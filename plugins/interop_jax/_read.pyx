@@ -267,8 +267,14 @@ cdef int _read(object obj, object stream, interop_core_tensor_info* out) except 
             # What jax's own __dlpack__() gives without a stream (from_dlpack, from_any): with
             # a consumer stream the reads below already are what __dlpack__(stream=s) gives.
             return _hand_over(_hold_of(obj, True), out)
-        # to(), launch_args: the memory is used at once, so the hold is taken now.
+        # to(), launch_args: the memory is used at once, so the hold is taken now.  A read used
+        # within the call (no stream: TritonKernel.key()) describes device memory as a view()
+        # does; host memory is held, for the host wait that comes with it.
         if _api.abi_version >= 4 and out.uses_memory:
+            if _api.abi_version >= 6 and out.uses_memory == INTEROP_CORE_USES_MEMORY_IN_CALL:
+                _locate(obj, &device_type, &device_id)
+                if device_type != KDL_CPU:
+                    return _read_deferred(obj, out)
             return _read_held(obj, out)
         return _read_deferred(obj, out)
     _locate(obj, &device_type, &device_id)
