@@ -267,6 +267,15 @@ def test_a_jax_array_deleted_by_python_code_between_read_and_launch_stays_held(p
     np.testing.assert_array_equal(out.cpu().numpy().reshape(M, N), expected)
 
 
+def test_a_missing_argument_is_named_before_the_grid_callable_runs():
+    fast = interop_core.triton_kernel(add)
+    x = torch.zeros(64, device="cuda")
+    asked = []
+    with pytest.raises(TypeError, match=r"add\(\) missing a required argument: 'n'"):
+        fast[lambda meta: asked.append(meta) or (1,)](x, x, x, BLOCK=64)
+    assert asked == []
+
+
 def test_a_launch_on_another_stream_waits_for_the_producer():
     fast = interop_core.triton_kernel(add)
     n = 1 << 20

@@ -557,7 +557,10 @@ cdef class TritonKernel:
             elif name in kwargs:
                 meta[name] = kwargs[name]
             else:
-                meta[name] = <object> PyTuple_GET_ITEM(self.defaults, i)
+                default = <object> PyTuple_GET_ITEM(self.defaults, i)
+                if default is _NO_DEFAULT:     # as _bind_and_key says it, before the grid runs
+                    raise TypeError(f"{self.name}() missing a required argument: {name!r}")
+                meta[name] = default
         return meta
 
     cdef int64_t _intern(self, object value) except -1:
