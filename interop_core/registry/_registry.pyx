@@ -18,7 +18,16 @@ from cpython.pycapsule cimport (
 )
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport (
+    int32_t,
+    int64_t,
+    intptr_t,
+    uint8_t,
+    uint16_t,
+    uint32_t,
+    uint64_t,
+    uintptr_t,
+)
 from libc.stdlib cimport calloc, free
 from libc.string cimport strcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
