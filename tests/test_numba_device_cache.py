@@ -142,11 +142,14 @@ def test_more_objects_than_entries_each_keep_their_own_answer():
 
 def test_recently_used_objects_stay_cached():
     objects = [Pointer() for _ in range(16)]     # a launcher's 16 arguments
+    sets = [_reader._device_cache_set_of(p) for p in objects]
+    # Each set holds two answers: an object may only miss where more than two share its set.
+    crowded = [sets.count(s) > 2 for s in sets]
     for round_ in range(5):
         asked = [probe(p, 0x1000 + i, (2, 0))[1] for i, p in enumerate(objects)]
         if round_:
-            # 16 objects in 256 sets of two: three in one set is a 0.1 % event.
-            assert sum(asked) <= 1
+            assert not any(a and not c for a, c in zip(asked, crowded, strict=True)), (
+                asked, sets)
 
 
 def test_threads_each_get_their_own_answers():

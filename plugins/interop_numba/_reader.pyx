@@ -325,6 +325,11 @@ def _device_cache_clear():
     _cache_misses = 0
 
 
+def _device_cache_set_of(obj):
+    """Test hook: the index of the set of two entries that `obj`'s answer is cached in."""
+    return (_cache_set(<PyObject*> obj) - &_cache[0][0]) // 2
+
+
 def device_cache_info():
     """How the cache of the driver's answers per pointer object has served this process.
 
