@@ -252,6 +252,22 @@ def test_section_table_gives_ratios_to_the_first_of_ours():
     assert "failed" in table[5] and "x \\| y" in table[5]
 
 
+def test_section_table_gives_the_ratio_round_by_round_where_paths_were_interleaved():
+    # Rounds of one machine spell move every path of the operation alike: the per-round ratio
+    # (median and quartiles) sees through them where the ratio of medians may not.
+    rows = [Measurement("from", "g", "interop_core view()", 100.0, True,
+                        extra={"rounds": [100.0, 200.0, 100.0, 200.0, 100.0]}),
+            Measurement("from", "g", "interop_core from_dlpack", 120.0, True,
+                        extra={"rounds": [110.0, 220.0, 110.0, 220.0, 110.0]}),
+            Measurement("from", "g", "peer, timed alone", 300.0)]
+    table = format_section(rows).splitlines()
+    assert table[0].split("|")[5].strip() == "× ours, per round"
+    assert table[2].split("|")[5].strip() == ""             # the reference itself
+    assert table[3].split("|")[4].strip() == "1.20"         # of the medians
+    assert table[3].split("|")[5].strip() == "1.10 (1.10–1.10)"
+    assert table[4].split("|")[5].strip() == ""             # no rounds to pair
+
+
 @pytest.mark.parametrize("groups, expected", [
     (["view(jax cpu)"], "view(jax cpu)"),
     (["view(jax cpu)", "view(jax cuda)"], "view(jax cuda)"),

@@ -86,7 +86,7 @@ _HELD_VIEWS = []
 
 FRAMEWORKS = {"numpy": (_numpy_samples, ("dlpack", "array_interface", "buffer_protocol")),
               "torch": (_torch_samples, ("dlpack", "cuda_array_interface")),
-              "jax": (_jax_samples, ("dlpack",))}
+              "jax": (_jax_samples, ("dlpack", "cuda_array_interface"))}
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
@@ -369,6 +369,47 @@ def test_torch_cuda_tensors_read_by_the_interface_as_the_interface_gives_them():
         outcome = _outcome(StridedMemoryView.from_cuda_array_interface, refused)
         assert outcome == _outcome(_by_protocol, "cuda_array_interface", refused)
         assert "requires grad" in outcome[1]
+
+
+@pytest.mark.gpu
+def test_jax_gpu_arrays_read_by_the_interface_as_the_interface_gives_them():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    try:
+        gpu = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax has no CUDA backend here")
+    put = lambda a: jax.device_put(a, gpu)  # noqa: E731
+    grid = put(jnp.arange(24, dtype=jnp.float32).reshape(4, 6))
+    taken = {"contiguous": grid, "transposed": grid.T, "sliced": grid[1:, ::2],
+             "zero_d": put(jnp.asarray(3.0)), "bool": put(jnp.ones(5, bool)),
+             "float16": put(jnp.ones(3, jnp.float16)), "int8": put(jnp.ones(3, jnp.int8)),
+             "uint32": put(jnp.ones(3, jnp.uint32)),
+             "complex64": put(jnp.ones((2, 2), jnp.complex64))}
+    deleted = put(jnp.ones(3))
+    deleted.delete()
+    # What jax's interface refuses (element types it does not export, a deleted array) or gives
+    # otherwise (address 0 for an empty array) goes to the interface itself.
+    left = {"zero_size": put(jnp.zeros((0, 3), jnp.int8)),
+            "bfloat16": put(jnp.ones(3, jnp.bfloat16)),
+            "float8_e4m3fn": put(jnp.ones(3, jnp.float8_e4m3fn)),
+            "int4": put(jnp.ones(4, jnp.int4)), "deleted": deleted}
+    try:
+        left["pinned_host"] = jax.device_put(
+            jnp.ones(4), jax.sharding.SingleDeviceSharding(gpu, memory_kind="pinned_host"))
+    except Exception:  # noqa: BLE001 - a jax without that memory kind here
+        pass
+    for name, x in {**taken, **left}.items():
+        fast = _outcome(StridedMemoryView.from_cuda_array_interface, x)
+        assert fast == _outcome(_by_protocol, "cuda_array_interface", x), name
+    for x in taken.values():
+        # The reader's view: its hold deferred, so deleting the array before the memory's first
+        # use is reported (the interface's own view would give the freed address).
+        copy = jnp.array(x, copy=True)
+        v = StridedMemoryView.from_cuda_array_interface(copy)
+        copy.delete()
+        with pytest.raises(BufferError, match="first used"):
+            _ = v.ptr
 
 
 # --- stream semantics, with the fake CUDA driver -----------------------------------------------

@@ -817,6 +817,44 @@ def test_from_dlpack_holds_the_buffer_at_once_as_jaxs_export_does(constructor):
     del junk
 
 
+@pytest.mark.gpu
+@pytest.mark.host_timing
+def test_from_cuda_array_interface_of_a_gpu_array_does_not_wait_as_jaxs_interface_does_not():
+    # jax's __cuda_array_interface__ (version 2, no stream) hands out the address of an array
+    # still being computed; from_cuda_array_interface takes the reader for it and must not
+    # make the host wait either (a consumer stream orders itself through producer_stream).
+    gpu = _jax_gpu()
+    x = _pending_on_the_gpu(gpu)
+    v = interop_core.StridedMemoryView.from_cuda_array_interface(x)
+    assert not x.is_ready(), "from_cuda_array_interface waited where jax's interface does not"
+    assert (v.ptr, v.device_type, v.readonly) == (x.unsafe_buffer_pointer(), 2, True)
+    assert v._recorded_producer_stream is None      # the interface names no stream
+    x.block_until_ready()
+
+
+@pytest.mark.gpu
+def test_from_cuda_array_interface_never_hands_over_memory_freed_before_its_first_use():
+    # jax's interface holds nothing past the call: an array deleted after it leaves the address
+    # of freed memory.  The reader's view holds the buffer from the first use of the memory, as
+    # view() does, so a deletion before that use is reported instead.
+    gpu = _jax_gpu()
+    x = jax.device_put(jnp.arange(4096, dtype=jnp.float32), gpu)
+    v = interop_core.StridedMemoryView.from_cuda_array_interface(x)
+    assert v.owner is x
+    x.delete()
+    with pytest.raises(BufferError, match="deleted or donated .* before its memory was first used"):
+        _ = v.ptr
+    y = jax.device_put(jnp.arange(4096, dtype=jnp.float32), gpu)
+    w = interop_core.StridedMemoryView.from_cuda_array_interface(y)
+    assert w.ptr == y.unsafe_buffer_pointer()       # used: held from here on
+    y.delete()
+    junk = [jax.device_put(jnp.full(4096, 777, jnp.float32), gpu) for _ in range(20)]
+    host = np.empty(4096, np.float32)
+    w.copy_to(host)
+    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
+    del junk
+
+
 def test_from_dlpack_of_host_memory_waits_for_jaxs_cpu_work():
     x, expected = _pending_on_the_cpu()
     v = interop_core.StridedMemoryView.from_dlpack(x)

@@ -237,16 +237,26 @@ def markdown_text(text: str) -> str:
 
 
 def format_section(results: list[Measurement]) -> str:
-    """A markdown table: operation, path, ns per call, path ÷ ours, note."""
+    """A markdown table: operation, path, ns per call, path ÷ ours (of the medians, and round
+    by round: its median and quartiles, where the paths were timed interleaved), note."""
     ours = _ours_by_group(results)
-    lines = ["| operation | path | ns / call | × ours | note |",
-             "| --- | --- | ---: | ---: | --- |"]
+    first_ours: dict[str, Measurement] = {}
+    for r in results:
+        if r.ours and r.ns:
+            first_ours.setdefault(r.group, r)
+    lines = ["| operation | path | ns / call | × ours | × ours, per round | note |",
+             "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in results:
         name = f"**{markdown_text(r.name)}**" if r.ours else markdown_text(r.name)
         base = ours.get(r.group)
         ratio = f"{r.ns / base:.2f}" if (base and r.ns is not None) else ""
+        reference = first_ours.get(r.group)
+        paired = (_paired_ratio(r, reference)
+                  if reference is not None and reference is not r and r.ns is not None else None)
+        per_round = f"{paired[1]:.2f} ({paired[0]:.2f}–{paired[2]:.2f})" if paired else ""
         note = markdown_text(r.note)
-        lines.append(f"| {r.group} | {name} | {_time_text(r)} | {ratio} | {note} |")
+        lines.append(f"| {r.group} | {name} | {_time_text(r)} | {ratio} | {per_round} "
+                     f"| {note} |")
     return "\n".join(lines)
 
 

@@ -30,6 +30,12 @@ producer strategy), ``_validation`` (canaries and ``prepare``), ``_shards_read``
   gives what jax's ``__dlpack__`` gives: the buffer held at once and, without a consumer stream,
   the host waiting until the array is computed (the same jaxlib call, without jax's Python
   wrappers).
+* ``StridedMemoryView.from_cuda_array_interface(x)`` takes it too, for device memory in
+  row-major order with an element type jax's interface exports: jax's
+  ``__cuda_array_interface__`` (version 2, no ``stream``) neither waits for the array nor holds
+  its buffer past the call, which is what ``view()`` gives (with the hold deferred to first use).
+  The rest (bfloat16, float8, 4-bit types, pinned host memory, empty arrays) goes to jax's own
+  interface.
 * Views are always **read-only**: jax arrays are immutable and jax may share or reuse buffers.
   The type is declared immutable, so ``StridedMemoryView.from_any`` / ``from_dlpack`` of a jax
   array say read-only too (jax's legacy DLPack capsules cannot).
@@ -210,14 +216,18 @@ def interop_core_register(registry):
     from . import _read, _reader, _shards_read, _validation  # compiled; import no jax
 
     reader = _read.reader_capsule()
-    # StridedMemoryView.from_dlpack / from_any take the reader too: told so (the `protocol`
-    # input, ABI v5), it holds and waits as jax's own __dlpack__ does.
-    dlpack_check = {"dlpack": _read.equivalence_check_capsule()}
+    # StridedMemoryView.from_dlpack / from_any / from_cuda_array_interface take the reader
+    # too: told so (the `protocol` input, ABI v5), it holds and waits as jax's own __dlpack__
+    # does, or, for the interface, reads as view() does (jax's interface neither waits nor
+    # holds); the check sends what jax's own export refuses or says otherwise to it.
+    check = _read.equivalence_check_capsule()
+    checks = {"dlpack": check, "cuda_array_interface": check}
     for path in ARRAY_TYPES:
         registry.add_type(path, reader=reader, fallback=_read.read_with_dlpack,
                           prepare=_validation.prepare, canaries=_validation.canaries,
                           producer_stream=_read.producer_stream, readonly=True,
-                          equivalent_to=("dlpack",), equivalence_check=dlpack_check)
+                          equivalent_to=("dlpack", "cuda_array_interface"),
+                          equivalence_check=checks)
     # The compiled exporter itself, so that a handoff runs no Python of this plugin; to()
     # checks what jax cannot take as it is (its import limits) before calling it.
     registry.add_exporter("jax", _reader.to_jax, types=(*ARRAY_TYPES, "jax:Array"),

@@ -48,6 +48,8 @@
 # - a read standing in for StridedMemoryView.from_dlpack (the ABI's `protocol` input, v5), no
 #   consumer stream: what jax's own __dlpack__() does, the hold taken without a stream (jaxlib
 #   waits on the host until the array is computed), or a live hold shared after that wait.
+# - a read standing in for StridedMemoryView.from_cuda_array_interface: what jax's interface
+#   gives (version 2: no stream, no host wait, no hold past the call), which is a view().
 
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ
 from cpython.pycapsule cimport PyCapsule_New
@@ -56,6 +58,7 @@ from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_
 
 from interop_core.abi cimport (
     INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
+    INTEROP_CORE_PROTOCOL_CUDA_ARRAY_INTERFACE,
     INTEROP_CORE_PROTOCOL_DLPACK,
     INTEROP_CORE_READER_V2_CAPSULE,
     INTEROP_CORE_USES_MEMORY_IN_CALL,
@@ -262,6 +265,13 @@ cdef int _read_ordered(object obj, intptr_t consumer, interop_core_tensor_info* 
 
 cdef int _read(object obj, object stream, interop_core_tensor_info* out) except -1:
     cdef int32_t device_type, device_id
+    if _api.abi_version >= 5 and out.protocol == INTEROP_CORE_PROTOCOL_CUDA_ARRAY_INTERFACE:
+        # What jax's own __cuda_array_interface__ gives (version 2, no `stream` field): the
+        # address, with neither a host wait nor a hold that outlives the call (jaxlib 0.11,
+        # H100).  A view() describes the same, its hold deferred to the memory's first use.
+        # A consumer stream is ordered by the core after this read, through producer_stream,
+        # as it orders the interface's own view.
+        return _read_deferred(obj, out)
     if stream is None:
         if _api.abi_version >= 5 and out.protocol == INTEROP_CORE_PROTOCOL_DLPACK:
             # What jax's own __dlpack__() gives without a stream (from_dlpack, from_any): with
@@ -327,25 +337,68 @@ def reader_capsule():
     return PyCapsule_New(<void*> read_jax_array, INTEROP_CORE_READER_V2_CAPSULE, NULL)
 
 
-cdef int _same_as_dlpack(PyObject* obj, int32_t protocol,
-                         const interop_core_tensor_info* read) noexcept:
-    # The hold is jax's own DLPack capsule, so pointer, layout and dtype are what __dlpack__
-    # says; the device is the reader's (the array's sharding and memory kind), which the core's
-    # validation compares with the capsule's on plain host and device memory.  Other memory
-    # kinds (pinned host) are left to jax's export to name.
-    return 1 if read.device_type == KDL_CPU or read.device_type == KDL_CUDA else 0
+cdef inline bint _read_row_major(const interop_core_tensor_info* read) noexcept:
+    cdef int32_t i
+    cdef int64_t step = 1
+    if read.strides == NULL:
+        return True
+    for i in range(read.ndim - 1, -1, -1):
+        if read.shape[i] != 1 and read.strides[i] != step:
+            return False
+        step *= read.shape[i]
+    return True
+
+
+cdef inline bint _interface_dtype(const interop_core_tensor_info* read) noexcept:
+    # The element types jax's __cuda_array_interface__ exports: bool, integers of 8 to 64 bits,
+    # float16/32/64 and complex64/128.  It raises AttributeError for the rest (bfloat16, the
+    # float8 and 4-bit types), which the interface's own reading then says in its own words.
+    cdef uint8_t code = read.dtype_code
+    cdef uint8_t bits = read.dtype_bits
+    if read.dtype_lanes != 1:
+        return False
+    if code == 0 or code == 1:          # kDLInt, kDLUInt
+        return bits == 8 or bits == 16 or bits == 32 or bits == 64
+    if code == 2:                       # kDLFloat
+        return bits == 16 or bits == 32 or bits == 64
+    if code == 5:                       # kDLComplex
+        return bits == 64 or bits == 128
+    return code == 6 and bits == 8      # kDLBool
+
+
+cdef int _same_as_protocol(PyObject* obj, int32_t protocol,
+                           const interop_core_tensor_info* read) noexcept:
+    cdef int64_t volume = 1
+    cdef int32_t i
+    if protocol == INTEROP_CORE_PROTOCOL_DLPACK:
+        # The hold is jax's own DLPack capsule, so pointer, layout and dtype are what __dlpack__
+        # says; the device is the reader's (the array's sharding and memory kind), which the
+        # core's validation compares with the capsule's on plain host and device memory.
+        # Other memory kinds (pinned host) are left to jax's export to name.
+        return 1 if read.device_type == KDL_CPU or read.device_type == KDL_CUDA else 0
+    # The CUDA Array Interface: device memory in row-major order (jax raises for another
+    # layout), an element type it exports, and some memory: it gives address 0 for an empty
+    # array, where the reader may give the buffer's.  Pinned host memory, which jax exports
+    # with its host address, is left to the interface.
+    if read.device_type != KDL_CUDA or not _interface_dtype(read) or not _read_row_major(read):
+        return 0
+    for i in range(read.ndim):
+        volume *= read.shape[i]
+    return 1 if volume != 0 else 0
 
 
 def equivalence_check_capsule():
-    """The check ``registry.add_type(equivalence_check={"dlpack": ...})`` takes: whether jax's
-    own ``__dlpack__`` names the device the reader named (plain host and device memory), a
-    capsule named ``"interop_core.equivalence_check_v1"``.
+    """The check ``registry.add_type(equivalence_check=...)`` takes for DLPack and the CUDA Array
+    Interface, a capsule named ``"interop_core.equivalence_check_v1"``: whether jax's own
+    ``__dlpack__`` names the device the reader named (plain host and device memory), and whether
+    jax's own ``__cuda_array_interface__`` exports the array (device memory in row-major order,
+    an element type it knows, some memory).
 
     Returns
     -------
     PyCapsule
     """
-    return PyCapsule_New(<void*> _same_as_dlpack, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, NULL)
+    return PyCapsule_New(<void*> _same_as_protocol, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, NULL)
 
 
 def read_with_dlpack(obj, stream=None):
