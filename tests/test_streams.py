@@ -269,7 +269,8 @@ def test_jax_view_without_a_stream_waits_for_nothing(jax_long):
 
 @pytest.mark.gpu
 @pytest.mark.host_timing
-@pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later"])
+@pytest.mark.parametrize("entry_point", ["view", "to", "sync", "sync later", "from_dlpack",
+                                         "from_cuda_array_interface"])
 def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
         torch_cuda, jax_long, entry_point):
     import warnings
@@ -291,6 +292,9 @@ def test_jax_producer_is_ordered_before_the_consumer_without_a_host_wait(
                 handed = interop_core.to(result, "torch", stream=consumer)
         elif entry_point == "sync":
             handed = view(result).sync(consumer)
+        elif entry_point in ("from_dlpack", "from_cuda_array_interface"):
+            # Both take jax's reader; with a consumer stream neither protocol waits on the host.
+            handed = getattr(StridedMemoryView, entry_point)(result, stream=consumer)
         else:
             handed = view(result)        # ordered below, after the host checked the time
         elapsed = time.perf_counter() - start
