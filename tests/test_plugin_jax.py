@@ -765,6 +765,17 @@ def test_a_gpu_array_held_by_a_view_is_not_donated():
     assert x.is_deleted()
 
 
+def _assert_view_keeps_its_values_after_delete(x, v, place):
+    """Delete `x` (np.arange(4096) as float32), let jax put decoys in freed memory on `place`,
+    and check that `v` still reads `x`'s values."""
+    x.delete()
+    junk = [jax.device_put(np.full(4096, 777, np.float32), place) for _ in range(20)]
+    host = np.empty(4096, np.float32)
+    v.copy_to(host)
+    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
+    del junk
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["device", "pinned_host"])
 def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
@@ -777,12 +788,7 @@ def test_a_view_of_a_gpu_array_in_any_memory_kind_holds_its_buffer(kind):
     x.block_until_ready()
     v = interop_core.view(x)
     assert (v.device_type, v.ptr) == ((2 if kind == "device" else 3), x.unsafe_buffer_pointer())
-    x.delete()
-    junk = [jax.device_put(np.full(4096, 777, np.float32), sharding) for _ in range(20)]
-    host = np.empty(4096, np.float32)
-    v.copy_to(host)
-    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
-    del junk
+    _assert_view_keeps_its_values_after_delete(x, v, sharding)
 
 
 @pytest.mark.gpu
@@ -847,12 +853,7 @@ def test_from_cuda_array_interface_never_hands_over_memory_freed_before_its_firs
     y = jax.device_put(jnp.arange(4096, dtype=jnp.float32), gpu)
     w = interop_core.StridedMemoryView.from_cuda_array_interface(y)
     assert w.ptr == y.unsafe_buffer_pointer()       # used: held from here on
-    y.delete()
-    junk = [jax.device_put(jnp.full(4096, 777, jnp.float32), gpu) for _ in range(20)]
-    host = np.empty(4096, np.float32)
-    w.copy_to(host)
-    np.testing.assert_array_equal(host, np.arange(4096, dtype=np.float32))
-    del junk
+    _assert_view_keeps_its_values_after_delete(y, w, gpu)
 
 
 def test_from_dlpack_of_host_memory_waits_for_jaxs_cpu_work():

@@ -222,12 +222,13 @@ def _time_text(r: Measurement) -> str:
     return _fmt_ns(r.ns) if r.ns is not None else r.status
 
 
-def _ours_by_group(results: Iterable[Measurement]) -> dict[str, float]:
-    ours: dict[str, float] = {}
+def _reference_by_group(results: Iterable[Measurement]) -> dict[str, Measurement]:
+    """Each group's reference path for ratios: its first timed interop-core path."""
+    reference: dict[str, Measurement] = {}
     for r in results:
         if r.ours and r.ns:
-            ours.setdefault(r.group, r.ns)
-    return ours
+            reference.setdefault(r.group, r)
+    return reference
 
 
 def markdown_text(text: str) -> str:
@@ -239,18 +240,13 @@ def markdown_text(text: str) -> str:
 def format_section(results: list[Measurement]) -> str:
     """A markdown table: operation, path, ns per call, path ÷ ours (of the medians, and round
     by round: its median and quartiles, where the paths were timed interleaved), note."""
-    ours = _ours_by_group(results)
-    first_ours: dict[str, Measurement] = {}
-    for r in results:
-        if r.ours and r.ns:
-            first_ours.setdefault(r.group, r)
+    references = _reference_by_group(results)
     lines = ["| operation | path | ns / call | × ours | × ours, per round | note |",
              "| --- | --- | ---: | ---: | ---: | --- |"]
     for r in results:
         name = f"**{markdown_text(r.name)}**" if r.ours else markdown_text(r.name)
-        base = ours.get(r.group)
-        ratio = f"{r.ns / base:.2f}" if (base and r.ns is not None) else ""
-        reference = first_ours.get(r.group)
+        reference = references.get(r.group)
+        ratio = f"{r.ns / reference.ns:.2f}" if (reference and r.ns is not None) else ""
         paired = (_paired_ratio(r, reference)
                   if reference is not None and reference is not r and r.ns is not None else None)
         per_round = f"{paired[1]:.2f} ({paired[0]:.2f}–{paired[2]:.2f})" if paired else ""

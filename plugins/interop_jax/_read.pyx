@@ -158,15 +158,23 @@ cdef object _unknown_layout(object obj, Py_ssize_t ndim):
     return layout
 
 
+cdef inline bint _read_row_major(const interop_core_tensor_info* read) noexcept:
+    # Row-major (C-contiguous) strides, extents of 1 aside; none given means row-major.
+    cdef int32_t i
+    cdef int64_t step = 1
+    if read.strides == NULL:
+        return True
+    for i in range(read.ndim - 1, -1, -1):
+        if read.shape[i] != 1 and read.strides[i] != step:
+            return False
+        step *= read.shape[i]
+    return True
+
+
 cdef int _learn_layout(object layout, BufferHold h) except -1:
     """Remember `layout` as row-major when the hold's capsule says the array is C-contiguous."""
-    cdef int i
-    cdef int64_t step = 1
-    if h.info.strides != NULL:
-        for i in range(h.info.ndim - 1, -1, -1):
-            if h.info.shape[i] != 1 and h.info.strides[i] != step:
-                return 0
-            step *= h.info.shape[i]
+    if not _read_row_major(&h.info):
+        return 0
     known = _row_major.setdefault(h.info.ndim, [])
     (<list> known).insert(0, layout)
     del (<list> known)[_LEARNED_LAYOUTS:]
@@ -335,18 +343,6 @@ def reader_capsule():
         Named ``"interop_core.reader_v2"``.
     """
     return PyCapsule_New(<void*> read_jax_array, INTEROP_CORE_READER_V2_CAPSULE, NULL)
-
-
-cdef inline bint _read_row_major(const interop_core_tensor_info* read) noexcept:
-    cdef int32_t i
-    cdef int64_t step = 1
-    if read.strides == NULL:
-        return True
-    for i in range(read.ndim - 1, -1, -1):
-        if read.shape[i] != 1 and read.strides[i] != step:
-            return False
-        step *= read.shape[i]
-    return True
 
 
 cdef inline bint _interface_dtype(const interop_core_tensor_info* read) noexcept:

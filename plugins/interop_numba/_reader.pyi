@@ -24,7 +24,9 @@ def _device_cache_probe(key: Any, ptr: int,
                         answer: tuple[int, int] | None) -> tuple[tuple[int, int] | None, bool]:
     """Test hook: look ``key`` up in the device cache as the reader does, with a stand-in driver."""
 
-def _device_cache_set_of(obj: object) -> int: ...
+def _device_cache_set_of(obj: object) -> int:
+    """Test hook: the index of the set of two entries that ``obj``'s answer is cached in."""
+
 def _device_cache_clear() -> None:
     """Test hook: empty the device cache and zero its counters."""
 
