@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,44 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
         elif devices < 2 and "multi_gpu" in item.keywords:
             item.add_marker(skip_two)
+
+
+# `python -m interop_core doctor --import` imports every installed framework and validates every
+# fast reader: seconds per run.  One run, in a fresh interpreter as a user runs it, serves every
+# test of its report: the JSON, the table, and the modules it left imported.
+_DOCTOR_IMPORT = """
+import contextlib, io, json, sys
+from interop_core.__main__ import main
+report = {}
+for name, args in (("json", ["doctor", "--import", "--json"]), ("text", ["doctor", "--import"])):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(args)
+    assert not status, f"{args} exited with {status}: {out.getvalue()}"
+    report[name] = out.getvalue()
+report["modules"] = sorted(sys.modules)
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="session")
+def doctor_import():
+    """What ``python -m interop_core doctor --import`` reports, run once in a fresh interpreter.
+
+    A dict: ``json`` (the ``--json`` report, parsed), ``text`` (the table) and ``modules`` (the
+    modules imported once both had run).  This tree's first-party plugins, as the test process
+    imports them; plugin discovery on whatever the caller's environment says.
+    """
+    root = Path(__file__).resolve().parent.parent
+    env = {key: value for key, value in os.environ.items()
+           if key != "INTEROP_CORE_DISABLE_PLUGIN_AUTOLOAD"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "plugins")])
+    out = subprocess.run([sys.executable, "-c", _DOCTOR_IMPORT], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    return {"json": json.loads(report["json"]), "text": report["text"],
+            "modules": set(report["modules"])}
 
 
 def make_plugin(declare):

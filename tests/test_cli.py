@@ -207,11 +207,10 @@ def test_doctor_and_plugins_import_no_framework(args, plugin_site):
     assert "cuda" not in _modules_after(*args)   # cuda.core is located without importing cuda
 
 
-def test_doctor_import_imports_installed_frameworks():
+def test_doctor_import_imports_installed_frameworks(doctor_import):
     pytest.importorskip("numpy")
-    report_modules = _modules_after("doctor", "--import", "--json")
-    assert "numpy" in report_modules
-    report = json.loads(_run("doctor", "--import", "--json"))
+    assert "numpy" in doctor_import["modules"]
+    report = doctor_import["json"]
     numpy_row = next(row for row in report["frameworks"] if row["name"] == "numpy")
     assert numpy_row["import"] == "ok"
     import numpy
@@ -219,26 +218,27 @@ def test_doctor_import_imports_installed_frameworks():
     assert numpy_row["module_version"] == numpy.__version__
 
 
-def test_doctor_import_reports_each_fast_readers_validation():
+def test_doctor_import_reports_each_fast_readers_validation(doctor_import):
     pytest.importorskip("numpy")
-    report = json.loads(_run("doctor", "--import", "--json"))
+    report = doctor_import["json"]
     rows = {row["type"]: row for row in report["readers"]}
     assert rows["numpy:ndarray"]["validated"] is True
     assert rows["numpy:ndarray"]["plugin"] == "numpy"
     assert "canaries" in rows["numpy:ndarray"]["reason"]
-    text = _run("doctor", "--import")
+    text = doctor_import["text"]
     assert "numpy:ndarray" in text and "validated" in text
 
 
-def test_doctor_import_reports_the_jax_sharded_paths_validation_beside_its_readers():
+def test_doctor_import_reports_the_jax_sharded_paths_validation_beside_its_readers(
+        doctor_import):
     jax = pytest.importorskip("jax")
-    report = json.loads(_run("doctor", "--import", "--json"))
+    report = doctor_import["json"]
     t = type(jax.numpy.zeros(1))
     rows = {(row["type"], row["kind"]): row for row in report["readers"]}
     path = f"{t.__module__}:{t.__qualname__}"
     assert rows[(path, "reader")]["validated"] and rows[(path, "shards")]["validated"]
     assert rows[(path, "shards")]["details"]["arrays_checked"] >= 12
-    assert f"{path} (shards)" in _run("doctor", "--import")
+    assert f"{path} (shards)" in doctor_import["text"]
 
 
 def test_doctor_reports_a_reader_that_fell_back_and_why():

@@ -294,11 +294,8 @@ def test_a_search_that_fails_leaves_the_aoti_path_in_use(case):
     assert (ptr, shape, strides) == (want_ptr, [2, 4], [4, 1])
 
 
-def test_doctor_reports_which_path_reads_torch_tensors():
-    report = json.loads(_run("import sys; from interop_core.__main__ import main; "
-                             "sys.exit(main(['doctor', '--import', '--json']))"))
-    row = next(r for r in report["readers"] if r["type"] == "torch:Tensor")
+def test_doctor_reports_which_path_reads_torch_tensors(doctor_import):
+    row = next(r for r in doctor_import["json"]["readers"] if r["type"] == "torch:Tensor")
     assert row["validated"] and row["details"]["fields"] == "direct"
-    text = _run("import sys; from interop_core.__main__ import main; "
-                "sys.exit(main(['doctor', '--import']))")
+    text = doctor_import["text"]
     assert "fields" in text and "direct" in text
