@@ -16,6 +16,9 @@ import glob
 import os
 import re
 import sys
+import types
+
+from sphinx.util import inspect as sphinx_inspect
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 # Document this checkout: its in-place build (when there is one) and its first-party plugins,
@@ -83,6 +86,27 @@ def _clean_signature(app, what, name, obj, options, signature, return_annotation
     if what == "method" and signature.startswith("("):
         return "(" + _SELF.sub("", signature[1:-1].strip()) + ")", return_annotation
     return None
+
+
+# The compiled classes keep their static methods as plain builtin functions in the class's
+# dictionary (interop_core/core/_view.pyx, "static methods looked up as plain functions"): the
+# class and its instances both give them unbound, as a staticmethod would.  autodoc recognises a
+# static method only by its wrapper; this teaches it the plain form too, so they are still
+# rendered "static".
+_is_wrapped_static = sphinx_inspect.isstaticmethod
+
+
+def _isstaticmethod(obj, cls=None, name=None):
+    if cls is not None and name and isinstance(cls, type):
+        for base in cls.__mro__:
+            if name in base.__dict__:
+                if type(base.__dict__[name]) is types.BuiltinFunctionType:
+                    return True
+                break
+    return _is_wrapped_static(obj, cls, name)
+
+
+sphinx_inspect.isstaticmethod = _isstaticmethod
 
 
 def setup(app):

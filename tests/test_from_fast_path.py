@@ -458,3 +458,32 @@ report([ordered, unordered])
     ordered, unordered = calls
     assert ordered == ["cuEventRecord", "cuStreamWaitEvent"]
     assert unordered == []
+
+
+# --- the constructors as a caller writes them: looked up on the class at every call -------------
+
+STATIC_CONSTRUCTORS = ["from_dlpack", "from_cuda_array_interface", "from_array_interface",
+                       "from_buffer_protocol", "from_any", "from_buffer", "empty_like"]
+
+
+@pytest.mark.parametrize("cls_name", ["core", "compat"])
+def test_static_constructors_are_plain_functions_on_the_class_and_its_instances(cls_name):
+    # `StridedMemoryView.from_dlpack(x)` is how cuda.core's users write it.  Kept in the class's
+    # dictionary as the plain function (no staticmethod wrapper), the name is found without a
+    # descriptor call, a lookup CPython 3.12+ specialises; class and instance still give the
+    # same unbound function, and a call through either reads the same memory.
+    from interop_core.compat import cuda_core
+
+    if cls_name == "core":
+        cls, names, no_order = StridedMemoryView, STATIC_CONSTRUCTORS, ()
+    else:
+        cls, names = cuda_core.StridedMemoryView, [*STATIC_CONSTRUCTORS, "from_any_interface"]
+        no_order = (-1,)        # cuda.core's stream_ptr
+    a = np.arange(6.0).reshape(2, 3)
+    instance = cls.from_dlpack(a, *no_order)
+    for name in names:
+        owner = next(base for base in cls.__mro__ if name in base.__dict__)
+        assert not isinstance(owner.__dict__[name], staticmethod), f"{owner.__name__}.{name}"
+        assert getattr(instance, name) is getattr(cls, name) is owner.__dict__[name]
+    again = instance.from_dlpack(a, *no_order)
+    assert type(again) is cls and (again.ptr, again.shape) == (instance.ptr, (2, 3))

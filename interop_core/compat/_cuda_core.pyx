@@ -39,6 +39,7 @@ from ..core._view cimport (
     PROTOCOL_CAI,
     PROTOCOL_DLPACK,
     PROTOCOL_NONE,
+    plain_static_methods,
     view_through,
 )
 from ..core._view cimport StridedMemoryView as CoreView
@@ -1357,3 +1358,6 @@ if (StridedMemoryView.__basicsize__ != CoreView.__basicsize__
 # The core's accessors (ptr, shape, size, readonly, owner, ...), made for the compat type: read
 # on a compat view, the core's own descriptors would check the subclass relation on every read.
 interop_compat_rebind_descriptors(<PyTypeObject*> StridedMemoryView, <PyTypeObject*> CoreView)
+
+# from_dlpack and the other constructors found as plain functions (the core's, _view.pyx).
+plain_static_methods(StridedMemoryView)

@@ -58,6 +58,10 @@ cdef class Buffer:
 # A new empty view (record initialised, no owner).  Readers fill view.rec directly.
 cdef StridedMemoryView view_new()
 
+# Replace `cls`'s staticmethod wrappers of builtin functions by the functions themselves (the
+# same callables for the class and its instances, found without a descriptor call).
+cdef int plain_static_methods(type cls) except -1
+
 
 # The generic exchange protocols, in the order from_any tries them.
 cdef enum Protocol:
