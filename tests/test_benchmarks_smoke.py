@@ -439,6 +439,19 @@ def test_the_jax_first_reads_script_runs_and_reports_both_sides():
     assert "to(x, 'numpy')" in out and "np.asarray" in out and "ours / np.asarray" in out
 
 
+def test_the_static_constructor_script_times_both_forms_and_leaves_the_class_as_built():
+    script = ROOT / "benchmarks" / "static_constructor_lookup.py"
+    code = ("import runpy, sys; sys.argv = ['s', '--rounds', '2', '--calls', '200']; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__'); "
+            "from interop_core import StridedMemoryView as S; "
+            "print('WRAPPED' if isinstance(S.__dict__['from_dlpack'], staticmethod) else 'PLAIN')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=_env(), timeout=300).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| numpy |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["from_dlpack", "from_any"]
+    assert out.splitlines()[-1] == "PLAIN"     # the class as built once the script is done
+
+
 def _readers_before_after(*args: str) -> subprocess.CompletedProcess:
     cpu = str(min(os.sched_getaffinity(0)))
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "readers_before_after.py"),
