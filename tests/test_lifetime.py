@@ -432,6 +432,13 @@ def used(v):
     return v
 
 
+def used_shards(found):
+    """Shards whose views' memory was used: from then on each view holds its buffer."""
+    for shard in found:
+        used(shard.view)
+    return found
+
+
 # path -> (make the array, make what is kept from it, read what it shows), or a reason to skip
 PATHS = {
     "view": (single, lambda x: used(interop_core.view(x)), host),
@@ -458,8 +465,9 @@ PATHS = {
                      if consumer is not None else "no CUDA torch for a consumer stream",
     "launch_args": (single, lambda x: interop_core.launch_args([x]),
                     lambda r: host(pointer_view(r))),
-    "shards": (sharded, interop_core.shards, shards_values),
-    "to(shards, 'jax')": (sharded, interop_core.shards,
+    "shards": (sharded, lambda x: used_shards(interop_core.shards(x)), shards_values),
+    "shards never used before the event": (sharded, interop_core.shards, shards_values),
+    "to(shards, 'jax')": (sharded, lambda x: used_shards(interop_core.shards(x)),
                           lambda s: np.asarray(interop_core.to(s, "jax"))),
 }
 donate = jax.jit(lambda a: a * 2, donate_argnums=0)
@@ -534,14 +542,14 @@ def _jax_lifetime(platform, event):
 JAX_PATHS = ["view", "view never used before the event", "to numpy", "to torch", "to jax",
              "__dlpack__ of the view", "__array_interface__ of the view", "buffer protocol of the view",
              "copy_to of the view", "view(stream=)", "launch_args", "shards",
-             "to(shards, 'jax')"]
+             "shards never used before the event", "to(shards, 'jax')"]
 
 
 def _check_jax_lifetime(platform, event, path):
     got = _jax_lifetime(platform, event)[path]
     if "skip" in got:
         pytest.skip(got["skip"])
-    if path == "view never used before the event":
+    if path in ("view never used before the event", "shards never used before the event"):
         # The view holds nothing until its memory is first used: jax frees or donates the
         # buffer, and that first use refuses instead of reading freed memory.
         assert "refused" in got, f"after {event}, an unused view showed {got.get('first')}"

@@ -365,10 +365,11 @@ def test_a_column_major_device_layout_keeps_its_strides_in_every_shard(jax):
 
 
 @pytest.mark.parametrize("kind", ["rows", "grid", "replicated"])
-def test_shards_of_an_array_jax_is_still_computing_are_handed_over_computed(jax, kind):
+def test_shards_of_an_array_jax_is_still_computing_show_the_computed_values(jax, kind):
     """jax's CPU work is not stream-ordered and host consumers read at once: every shard's
-    per-device array is waited for before its view is handed over, on the first read (through
-    the plan) and on reads answered from the caches."""
+    per-device array is waited for when its view's memory is first used (as for view() of a
+    single-device array), on the first read (through the plan) and on reads answered from the
+    caches."""
     sharding = _sharding(jax, kind)
 
     @jax.jit
@@ -382,7 +383,6 @@ def test_shards_of_an_array_jax_is_still_computing_are_handed_over_computed(jax,
     for _ in range(3):      # a new pending array each time: full read, admitted, cached
         x = slow(start)
         found = interop_core.shards(x)
-        assert all(a.is_ready() for a in x._arrays), "shards() handed over unfinished memory"
         for shard in found:
             np.testing.assert_array_equal(_host_values(shard.view), expected[shard.index])
     for _ in range(3):      # the same array again: the per-sharded-array cache answers

@@ -68,8 +68,9 @@ Sharded arrays
 ids of jax's own ``addressable_shards``.  The compiled path (``_shards_read.read_shards``) asks
 jax's public answer once per (sharding, global shape) and keeps it as a plan (an
 ``interop_core.ShardLayout`` and each slot's device); per call it confirms each per-device
-array's device and shape, holds each per-device buffer as the reader does, and makes the views
-in one loop.  Each shard view keeps its buffer's hold.
+array's device and shape, describes each per-device array as ``view()`` describes a
+single-device one, and makes the views in one loop.  Each shard view holds its buffer from the
+first use of its memory on, as a view does.
 Those are jax internals: the core validates the path once per process, on the first
 ``shards()`` of a jax array (``prepare_shards``, and ``shard_canaries`` split both ways), against
 the public path (``_sharded.jax_shards``: ``addressable_shards``), which replaces it if anything

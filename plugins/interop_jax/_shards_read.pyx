@@ -9,10 +9,11 @@
 # tiling checked once) and, per slot, the device jax puts there.  Per call the array's own list
 # of per-device arrays (`_arrays`, in the order of the sharding's addressable devices: the order
 # jax's own __array__ relies on) is confirmed slot by slot against the plan (device, shape),
-# then each per-device array is held and described as the reader holds a single-device array
-# (a live hold of it shared, else a new capsule), and the views are made in one loop here (the
-# core's view_from_info) rather than through one view() call each.  Each shard view keeps its
-# per-device buffer's hold; nothing here keeps one beyond the views.  A slot that does not
+# then each per-device array is described as view() describes a single-device array (the
+# reader's _read_deferred: its own accessors, the hold deferred to the memory's first use, or a
+# live hold of it shared), and the views are made in one loop here (the core's view_from_info)
+# rather than through one view() call each.  Each shard view holds its per-device buffer from
+# its first use on; nothing here keeps a hold beyond the views.  A slot that does not
 # match the plan (another device, an unexpected shape) sends the call to the public path.  All
 # of it is jax internals: the core validates this path once per process against the public one
 # (prepare_shards, shard_canaries), and installs the public path instead if anything differs.
@@ -28,7 +29,7 @@ from interop_core.abi cimport interop_core_tensor_info
 
 from interop_jax._handles cimport _api, _pending_error, _ready, _setup, _single_sharding
 from interop_jax._devices cimport _resolve_device
-from interop_jax._hold cimport _hand_over, _hold_stream, _shared_hold, _take_hold
+from interop_jax._read cimport _read_deferred
 
 __all__ = ["read_shards", "shard_canaries", "prepare_shards"]
 
@@ -175,18 +176,13 @@ cdef bint _slot_matches(_ShardPlan plan, Py_ssize_t k, object sharding,
     return True
 
 
-cdef object _slot_view(_ShardPlan plan, Py_ssize_t k, object a):
-    """The view of slot `k`'s per-device array `a`, holding its buffer (a live hold of it
-    shared, else a new one taken as the reader takes one)."""
+cdef object _slot_view(object a):
+    """The view of a per-device array `a`, read as view() reads a single-device array: its hold
+    deferred to the memory's first use, or a live hold of it shared."""
     cdef interop_core_tensor_info info
     cdef PyObject* made
-    cdef int32_t device_type = plan.device_types[k]
-    h = _shared_hold(a)
-    if h is None:
-        h = _take_hold(a, _hold_stream(device_type, plan.devices[k]), device_type,
-                       plan.device_ids[k])
     memset(&info, 0, sizeof(info))
-    _hand_over(h, &info)            # the keep-alive, taken over by view_from_info
+    _read_deferred(a, &info)        # the keep-alive, taken over by view_from_info
     made = _api.view_from_info(<PyObject*> a, &info)
     if made == NULL:
         _pending_error()
@@ -217,7 +213,7 @@ cdef object _read_shards(object array, object stream):
         # Ordered reads go through view() per piece, as the public path does (the reader
         # orders each on its device's stream, or jaxlib waits for jax's CPU work).
         return plan.make_shards(arrays, stream, array)
-    views = [_slot_view(plan, k, <object> PyList_GET_ITEM(arrays, k)) for k in range(n)]
+    views = [_slot_view(<object> PyList_GET_ITEM(arrays, k)) for k in range(n)]
     return plan.make_shards(views, None, array)
 
 
@@ -240,7 +236,8 @@ def read_shards(array, stream=None):
     arrays, confirmed against a plan of jax's public answer), validated once per process
     against :func:`jax_shards <interop_jax._sharded.jax_shards>` (the public path), which also
     serves any array whose per-device arrays do not sit where the plan of its sharding says.
-    Each shard's view holds its per-device buffer as a view of a single-device array does.
+    Each shard's view holds its per-device buffer as a view of a single-device array does:
+    from the first use of its memory on.
 
     Parameters
     ----------
@@ -354,4 +351,4 @@ def prepare_shards():
         checked += 1
     return {"plans": "one per (sharding, global shape), from addressable_shards",
             "arrays_checked": checked, "devices": len(jax.local_devices()),
-            "holds": "one per shard view: its per-device buffer's, as the reader takes them"}
+            "holds": "one per shard view: its per-device buffer's, from its first use, as view() takes them"}
