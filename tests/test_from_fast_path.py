@@ -113,8 +113,8 @@ def test_every_from_constructor_gives_what_its_protocol_gives(framework):
 
 
 def test_numpy_dtypes_no_reader_takes_get_the_protocols_own_answer():
-    # The struct reader refuses a field of a structured array (stride 12, itemsize 8); each
-    # protocol then answers in its own words, as it did without the fast path.
+    # The struct reader refuses a field of a structured array (stride 12, itemsize 8), and so
+    # does each protocol: each constructor answers in the protocol's own words.
     field = np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])["b"]
     for protocol in ("dlpack", "array_interface", "buffer_protocol"):
         with pytest.raises(BufferError) as fast:
@@ -189,15 +189,42 @@ def test_without_a_declaration_no_from_constructor_uses_the_reader(registered):
     assert calls == []
 
 
-def test_an_object_the_reader_refuses_is_read_by_the_protocol(registered):
+def test_an_object_the_reader_refuses_is_never_viewed_through_the_protocol(registered):
+    # The protocol would describe it (the Carrier's numpy array), but the reader refuses it: a
+    # view the plugin refuses is never made (torch's conjugate tensors, whose DLPack export
+    # drops the bit that says what the memory holds).
     def refuse(obj, stream):
         raise BufferError("this reader refuses every Carrier")
 
     _carrier_plugin(registered, refuse, equivalent_to=("dlpack", "array_interface"))
     c = Carrier(np.arange(4, dtype=np.int32))
+    for constructor in (StridedMemoryView.from_dlpack, StridedMemoryView.from_array_interface,
+                        StridedMemoryView.from_any, interop_core.view):
+        with pytest.raises(BufferError, match="refuses every Carrier"):
+            constructor(c)
+
+
+def test_an_object_the_reader_and_the_protocol_refuse_gets_the_protocols_words(registered):
+    def refuse(obj, stream):
+        raise BufferError("this reader refuses every Carrier")
+
+    _carrier_plugin(registered, refuse, equivalent_to=("dlpack",))
+    c = Carrier(np.zeros(3, dtype=">i4"))          # numpy's DLPack export refuses it
+    with pytest.raises(BufferError) as fast:
+        StridedMemoryView.from_dlpack(c)
+    with pytest.raises(BufferError) as slow:
+        _by_protocol("dlpack", c)
+    assert str(fast.value) == str(slow.value) != "this reader refuses every Carrier"
+
+
+def test_an_object_every_reader_declines_is_read_by_the_protocol(registered):
+    # Declining (NotImplemented) is not refusing: the protocol itself then decides.
+    _carrier_plugin(registered, lambda obj, stream: NotImplemented,
+                    equivalent_to=("dlpack", "array_interface"))
+    c = Carrier(np.arange(4, dtype=np.int32))
     assert _record(StridedMemoryView.from_dlpack(c)) == _record(_by_protocol("dlpack", c))
     assert StridedMemoryView.from_array_interface(c).ptr == c.array.ctypes.data
-    with pytest.raises(BufferError, match="refuses every Carrier"):
+    with pytest.raises(BufferError, match="declined this object"):
         interop_core.view(c)
 
 

@@ -88,7 +88,7 @@ def test_exact_types_use_the_plugins_compiled_reader_through_the_public_abi(t):
     assert entry.plugin == "torch"
     assert entry.kind == 3                      # a capsule, as a third party registers
     assert entry.fallback.reader is _reader.read_checked
-    assert not entry.subclasses
+    assert entry.subclasses == (t is torch.Tensor)     # Parameter's are Tensor's
 
 
 def test_the_compiled_reader_cimports_nothing_of_the_core_but_the_public_abi():
@@ -283,13 +283,44 @@ class MyTensor(torch.Tensor):
     pass
 
 
-def test_subclass_never_takes_the_exact_type_path():
-    s = torch.arange(6.0).as_subclass(MyTensor)
+def test_subclasses_are_read_by_torchs_reader():
+    s = torch.arange(6.0).reshape(2, 3)[:, ::2].as_subclass(MyTensor)
     v = interop_core.view(s)
-    assert v.ptr == s.data_ptr()
-    entry = interop_core.registry._registry.entry_for(MyTensor)
-    assert entry.plugin is None and entry.reader != "torch"
-    assert reader_for(MyTensor).plugin is None
+    assert _got(v) == _expected(s) and v.owner is s
+    assert reader_for(MyTensor).plugin == "torch"
+    assert interop_core.StridedMemoryView.from_dlpack(s).ptr == s.data_ptr()
+
+
+# Every way in: a tensor whose memory does not hold its values (torch's DLPack exports, the C
+# exchange API above all, hand such memory on without the bit) is refused by each, never read.
+ENTRY_POINTS = {
+    "view": interop_core.view,
+    "from_dlpack": interop_core.StridedMemoryView.from_dlpack,
+    "from_any": interop_core.StridedMemoryView.from_any,
+    "to numpy": lambda t: interop_core.to(t, "numpy"),
+    "compat from_dlpack": lambda t: __import__(
+        "interop_core.compat.cuda_core", fromlist=["x"]).StridedMemoryView.from_dlpack(t, -1),
+}
+
+
+@pytest.mark.parametrize("subclass", [False, True], ids=["tensor", "subclass"])
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+@pytest.mark.parametrize("case", list(_unusable()))
+def test_unusable_tensors_are_refused_by_every_entry_point(case, entry, subclass):
+    t, words = _unusable()[case]
+    if subclass:
+        if case in ("nested", "quantized", "sparse", "sparse_csr"):
+            pytest.skip(f"torch cannot make a {case} tensor a Python subclass")
+        t = t.as_subclass(MyTensor)
+    if entry in ("view", "to numpy") or not case.startswith(("sparse", "quantized", "meta",
+                                                              "nested")):
+        # torch's own exports would describe these, wrongly: the reader's refusal stands.
+        with pytest.raises(BufferError, match=words):
+            ENTRY_POINTS[entry](t)
+    else:
+        # torch's DLPack export refuses these too, and the constructor says so in its words.
+        with pytest.raises((BufferError, RuntimeError)):
+            ENTRY_POINTS[entry](t)
 
 
 def test_fake_tensor_does_not_take_the_torch_reader():

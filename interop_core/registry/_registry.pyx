@@ -788,10 +788,15 @@ cdef inline StridedMemoryView _capsule_view(ReaderEntry entry, object obj, objec
     return v
 
 
+class _NoReaderTook(BufferError):
+    """Every reader of a registration declined the object (none refused it): a from_* constructor
+    then asks the protocol itself (view_if_equivalent)."""
+
+
 cdef StridedMemoryView _declined(ReaderEntry entry, object obj, object stream, int protocol):
     # The fast reader said "not this one" (an unusual layout, a lazy tensor): its fallback reads.
     if entry.fallback is None:
-        raise BufferError(
+        raise _NoReaderTook(
             f"the reader registered by plugin {entry.plugin!r} for "
             f"{type(obj).__module__}.{type(obj).__qualname__} declined this object and the "
             "plugin registered no fallback= reader")
@@ -1173,15 +1178,26 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
     if entry.kind == READER_GENERIC or entry.kind == READER_CORE:
         return _read(entry, obj, stream, 0)     # the protocol's own reader: its answer stands
     cdef StridedMemoryView v
+    cdef object refusal = None
     _readers_running += 1
     try:
         v = _read(entry, obj, stream, protocol)
-    except BufferError:
-        # A plugin's reader refused an object the protocol may still take (or refuse in its
-        # own words): what the protocol itself gives decides, as without the fast path.
+    except _NoReaderTook:
+        # Every reader of the registration declined the object: the protocol itself decides,
+        # as without the fast path.
         return None
+    except BufferError as exc:
+        refusal = exc
     finally:
         _readers_running -= 1
+    if refusal is not None:
+        # A reader refused the object.  Where the protocol refuses it too, it does so in its
+        # own words, as without the fast path; where the protocol would describe the memory,
+        # the refusal stands: a view the plugin refuses is never made (torch's DLPack export,
+        # its C exchange API above all, hands on a conjugate or negative tensor's memory
+        # without the bit that says what the memory holds).
+        view_by_protocol(protocol, obj, stream)
+        raise refusal
     if not _same_as_protocol(entry, obj, v, protocol):
         return None
     if v.owner is not obj and Py_REFCNT(v) == 1:

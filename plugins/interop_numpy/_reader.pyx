@@ -20,6 +20,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uintptr_t
 from libc.string cimport memset
 
 from interop_core.abi cimport (
+    INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_api,
     interop_core_import_api,
@@ -82,7 +83,9 @@ cdef enum:
     N_BUILTIN = 24          # type numbers 0 .. NPY_HALF (23) are numpy's built-in types
     NPY_USERDEF = 256       # first user-defined type number (ml_dtypes registers here)
     N_USER = 256            # user type numbers cached: 256 .. 511
+    NPY_VOID = 20           # structured and void ("V") elements
     KDL_CPU = 1
+    KDL_OPAQUE_HANDLE = 3
 
 # The core's helper table (dtype conversion for types outside our table), fetched on import:
 # the reader must work whenever the core calls it, also when a test pins it as validated.
@@ -179,6 +182,13 @@ cdef int read_ndarray(PyObject* obj, PyObject* stream, interop_core_tensor_info*
     cdef int num = d.type_num
     if 0 <= num < N_BUILTIN and _builtin[num].bits and _native(d.byteorder):
         _put(_builtin[num], out)
+    elif num == NPY_VOID and out.protocol == INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE:
+        # What numpy's array interface says of structured and void elements ("|Vn": n opaque
+        # bytes, the fields dropped), for StridedMemoryView.from_array_interface; view() and
+        # the other protocols refuse them (one field at a time).
+        out.dtype_code = KDL_OPAQUE_HANDLE
+        out.dtype_bits = 8
+        out.dtype_lanes = <uint16_t> (<object> a.descr).itemsize
     else:
         _dtype_slow(<object> a.descr, out)
     out.data = a.data

@@ -121,7 +121,12 @@ def interop_core_register(registry):
         # The AOTI reader reads what torch's DLPack export describes, and orders a consumer
         # stream after torch's current stream as torch's __dlpack__(stream=) does; torch's
         # CUDA Array Interface describes the same, but for the tensors the check sends to it.
+        # Subclasses (`as_subclass`, user subclasses) are read the same way: the reader reads
+        # the TensorImpl whatever the Python type, and refuses what torch's own export would
+        # describe wrongly (the conjugate and negative bits, which torch's DLPack C exchange
+        # API drops); fake, functional and distributed tensors have registrations of their own.
         registry.add_type(path, reader=reader, fallback=_reader.read_checked,
+                          subclasses=path == "torch:Tensor",
                           prepare=_reader.prepare, canaries=_reader.canaries,
                           producer_stream=producer_stream,
                           equivalent_to=("dlpack", "cuda_array_interface"),
