@@ -131,6 +131,9 @@ setup(
         compiler_directives={
             "language_level": 3,
             "embedsignature": True,
+            # Argument Clinic's form: CPython reads it as __text_signature__, so that
+            # inspect.signature (and help(), IDEs, Sphinx) sees every compiled callable's.
+            "embedsignature.format": "clinic",
             "binding": False,
             "boundscheck": False,
             "wraparound": False,

@@ -477,5 +477,15 @@ def main(argv: list[str] | None = None) -> int:
     return _demo()
 
 
+def _run() -> int:
+    try:
+        return main()
+    except BrokenPipeError:
+        # The reader of our output went away (`... --json | head`): nothing more to say, and
+        # nothing to flush into the closed pipe at exit either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_run())

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import interop_core
 from interop_core import StridedMemoryView
 
 # A real allocation so that well-formed dicts drawn by the fuzzer describe memory that exists.
@@ -180,11 +181,21 @@ class _Raising:
      (TypeError("bad"), TypeError), (AttributeError("gone"), TypeError)],
 )
 @pytest.mark.parametrize("which", ["cai", "ai"])
-def test_properties_that_raise_give_clean_errors(error, exc, which):
-    ctor = (StridedMemoryView.from_cuda_array_interface if which == "cai"
-            else StridedMemoryView.from_array_interface)
-    with pytest.raises(exc):
-        ctor(_Raising(error))
+@pytest.mark.parametrize("entry", ["constructor", "view", "from_any", "to"])
+def test_properties_that_raise_give_clean_errors(error, exc, which, entry):
+    ctor = {"constructor": (StridedMemoryView.from_cuda_array_interface if which == "cai"
+                            else StridedMemoryView.from_array_interface),
+            "view": interop_core.view, "from_any": StridedMemoryView.from_any,
+            "to": lambda obj: interop_core.to(obj, "numpy")}[entry]
+    holder = type("Holder", (), {("__cuda_array_interface__" if which == "cai"
+                                  else "__array_interface__"): _Raising.__dict__[
+                                      "__cuda_array_interface__"]})
+    obj = holder()
+    obj.error = error
+    with pytest.raises(exc) as raised:
+        ctor(obj)
+    if exc is BufferError:
+        assert "Holder" in str(raised.value) and raised.value.__cause__ is error
 
 
 @pytest.mark.parametrize("which", ["cai", "ai"])

@@ -68,3 +68,30 @@ def test_the_changelog_has_an_unreleased_section_and_one_for_the_package_version
     headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
     assert headings[0] == "Unreleased"
     assert interop_core.__version__ in headings[1:], headings
+
+
+def test_every_public_callable_has_a_signature():
+    # help(), IDEs and the API pages read inspect.signature, also of the compiled callables.
+    import inspect
+
+    import interop_core
+    from interop_core.compat import cuda_core
+
+    missing = []
+    for module in (interop_core, cuda_core):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            owners = [obj] if isinstance(obj, type) else []
+            if callable(obj) and not isinstance(obj, type):
+                owners, members = [], [(name, obj)]
+            else:
+                members = []
+            for cls in owners:
+                members += [(f"{name}.{attr}", getattr(cls, attr)) for attr, value in
+                            vars(cls).items() if not attr.startswith("_") and callable(value)]
+            for label, member in members:
+                try:
+                    inspect.signature(member)
+                except (TypeError, ValueError):
+                    missing.append(f"{module.__name__}.{label}")
+    assert missing == []

@@ -343,17 +343,6 @@ def test_a_view_dying_inside_an_except_block_leaves_the_handled_exception_alone(
         assert str(sys.exc_info()[1]) == "'pending'"
 
 
-def test_a_python_subclass_of_the_view_type_dies_cleanly():
-    class Sub(StridedMemoryView):
-        pass
-
-    s = Sub.__new__(Sub)
-    assert s.shape == ()
-    ref = weakref.ref(s)
-    del s
-    assert ref() is None
-
-
 # --- jax: the buffer outlives delete() and donation while a view or export of it lives ----------
 #
 # jax frees a buffer on `x.delete()` and donates it to a jitted computation (`donate_argnums`)

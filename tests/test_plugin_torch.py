@@ -390,6 +390,24 @@ def test_stream_types_are_declared():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("entry", ["view", "from_dlpack", "from_any", "from_cuda_array_interface",
+                                   "compat from_dlpack"])
+@pytest.mark.parametrize("bit", ["conjugate", "negative"])
+def test_cuda_tensors_whose_memory_misleads_are_never_viewed(entry, bit):
+    z = torch.arange(4.0, device="cuda").to(torch.complex64)
+    t = z.conj() if bit == "conjugate" else z.conj().imag
+    read = {**ENTRY_POINTS, "from_cuda_array_interface":
+            interop_core.StridedMemoryView.from_cuda_array_interface}[entry]
+    if entry == "from_cuda_array_interface":
+        # torch's own interface refuses these (in its words), or the reader's refusal stands.
+        with pytest.raises((BufferError, RuntimeError, TypeError)):
+            read(t)
+    else:
+        with pytest.raises(BufferError, match=f"{bit} bit"):
+            read(t)
+
+
+@pytest.mark.gpu
 def test_cuda_tensor_views_through_aoti():
     t = torch.arange(24.0, device="cuda").reshape(4, 6)[1:, ::2]
     v = interop_core.view(t)

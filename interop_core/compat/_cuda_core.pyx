@@ -416,6 +416,8 @@ cdef class StridedMemoryView(CoreView):
     @property
     def dtype(self):
         """numpy.dtype or None: The element type; ``None`` for a view made without one."""
+        if self.rec.dtype.bits == 0:
+            return None                 # StridedMemoryView(): nothing described yet
         if self._numpy_dtype == NULL:   # the core's cache; None for a view without a dtype
             self._numpy_dtype = _new_ref(dtype_to_numpy(self.rec.dtype))
         return <object> self._numpy_dtype
@@ -988,6 +990,18 @@ cdef class StridedLayout:
         StridedLayout
         """
         cdef int ndim = self._base.ext.ndim
+        cdef int i
+        if mask is None and not (start_axis == 0 and end_axis == -1):
+            # cuda.core's checks and words (the defaults pass for any ndim, 0 included).
+            start = start_axis + ndim if start_axis < 0 else start_axis
+            end = end_axis + ndim if end_axis < 0 else end_axis
+            if not 0 <= start < ndim:
+                raise ValueError(f"Invalid start axis: {start_axis} out of range for {ndim}D "
+                                 "tensor")
+            if not 0 <= end < ndim:
+                raise ValueError(f"Invalid end axis: {end_axis} out of range for {ndim}D tensor")
+        if mask is not None and not 0 <= mask < 2 ** 64:
+            raise OverflowError(f"mask {mask} does not fit in an unsigned 64-bit integer")
         if ndim == 0:
             return _wrap(CoreLayout((1,), (1,), self._base.itemsize, self._base.slice_offset))
         if mask is None:
@@ -997,10 +1011,19 @@ cdef class StridedLayout:
                 return _wrap(self._base)
             one = 1     # a Python int: masks of 64 axes overflow a C shift
             mask = ((one << (end + 1)) - 1) & ~((one << (start + 1)) - 1)
-        merged = self._base.merged(mask=mask & _merge_mask(self._base))
-        if extents_volume(&(<CoreLayout> merged).ext) == 0 and (<CoreLayout> merged).ext.ndim:
-            return _wrap(CoreLayout((0,), (0,), self._base.itemsize, self._base.slice_offset))
-        return _wrap(merged)
+        if extents_volume(&self._base.ext) == 0:
+            # No element: every axis the mask names merges, and every stride is 0, as cuda.core
+            # gives them.
+            extents = [int(self._base.ext.shape[0])]
+            for i in range(1, ndim):
+                if (mask >> i) & 1:
+                    extents[len(extents) - 1] = extents[len(extents) - 1] * int(
+                        self._base.ext.shape[i])
+                else:
+                    extents.append(int(self._base.ext.shape[i]))
+            return _wrap(CoreLayout(tuple(extents), (0,) * len(extents), self._base.itemsize,
+                                    self._base.slice_offset))
+        return _wrap(self._base.merged(mask=mask & _merge_mask(self._base)))
 
     def squeezed(self):
         """The layout without axes of extent 1 (``(0,)`` with stride 0 when it is empty).
@@ -1110,6 +1133,12 @@ cdef class StridedLayout:
         if self._base.ext.shape[ax] == 0:
             # the core re-cuts an empty axis; cuda.core refuses to, either way
             raise ValueError(f"The axis {ax} extent must be non-zero, got 0.")
+        if extents_volume(&self._base.ext) == 0:
+            # No element: the core re-cuts the axis whatever its stride; cuda.core checks the
+            # stride it reports (0 for the dense layouts of no element).
+            strides = self.strides
+            if strides is not None and strides[ax] != 1:
+                raise ValueError(f"The axis {ax} stride must be 1, got {strides[ax]}.")
         try:
             return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
         except ValueError:

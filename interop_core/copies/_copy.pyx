@@ -29,6 +29,7 @@ from ..core._layout cimport (
     extents_is_f_contiguous,
     extents_offset_bounds,
     extents_volume,
+    layout_from_extents,
 )
 from ..core._record cimport MAX_NDIM, extents_copy
 from ..core._view cimport (
@@ -39,6 +40,7 @@ from ..core._view cimport (
     order_view,
     view_new,
 )
+from ..core._view cimport parse_device as parse_any_device
 from ..cuda._cuda cimport leave_context, order_streams_entered, same_stream
 from ..cuda._memory cimport (
     Allocation,
@@ -595,6 +597,8 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
     # raises BufferError for memory freed since: before anything is written).
     hold_memory(src)
     hold_memory(dst)
+    _check_describes_memory(src, "source")
+    _check_describes_memory(dst, "destination")
     if dst.rec.readonly:
         raise BufferError("copy: the destination is read-only")
     if (dst.rec.dtype.code != src.rec.dtype.code or dst.rec.dtype.bits != src.rec.dtype.bits
@@ -656,10 +660,6 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
 install_copy_views(copy_views)
 
 
-_DEVICE_NAMES = {"cpu": kDLCPU, "cuda": kDLCUDA, "cuda_host": kDLCUDAHost,
-                 "cuda_managed": kDLCUDAManaged}
-
-
 cdef tuple _target_device(object device, StridedMemoryView like):
     if device is None:
         return (like.rec.device_type, like.rec.device_id)
@@ -667,36 +667,11 @@ cdef tuple _target_device(object device, StridedMemoryView like):
 
 
 cdef tuple parse_device(object device):
-    if isinstance(device, tuple) and len(device) == 2:
-        kind, ordinal = device
-        if (not isinstance(kind, int) or not isinstance(ordinal, int) or isinstance(kind, bool)
-                or isinstance(ordinal, bool)):
-            raise TypeError(f"device tuple must hold two ints, got {device!r}")
-        kind = int(kind)            # an IntEnum (DLDeviceType) as its value
-        ordinal = int(ordinal)
-    else:
-        text = device if isinstance(device, str) else str(device)   # torch.device and alike
-        name, _, index = text.partition(":")
-        if name not in _DEVICE_NAMES:
-            raise ValueError(f"unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N', "
-                             "'cuda_host', 'cuda_managed' or a (device_type, device_id) pair")
-        try:
-            ordinal = int(index) if index else 0
-        except ValueError:
-            raise ValueError(f"device ordinal in {device!r} is not an integer") from None
-        kind = _DEVICE_NAMES[name]
-    if kind not in (kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged):
+    cdef tuple pair = parse_any_device(device)
+    if pair[0] not in (kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged):
         raise BufferError(f"device {device!r}: copies allocate host, CUDA, pinned or managed "
-                          f"memory; DLPack device type {kind} is none of these")
-    if ordinal < 0:
-        raise ValueError(f"device {device!r}: the ordinal must be >= 0, got {ordinal}")
-    if (kind == kDLCPU or kind == kDLCUDAHost) and ordinal != 0:
-        raise ValueError(
-            f"device {device!r}: host memory is one device, DLPack ({kind}, 0); ordinal "
-            f"{ordinal} names none.  Several host devices are a framework's own (jax's "
-            f"forced host devices): that framework places onto them, e.g. "
-            f"to(x, 'jax', device=jax.devices('cpu')[{ordinal}])")
-    return (kind, ordinal)
+                          f"memory; DLPack device type {pair[0]} is none of these")
+    return pair
 
 
 cdef bint on_device(StridedMemoryView v, tuple target) noexcept:
@@ -709,9 +684,23 @@ cdef bint on_device(StridedMemoryView v, tuple target) noexcept:
                                or v.rec.device_type == kDLCUDAManaged)
 
 
+cdef int _check_describes_memory(StridedMemoryView v, str what) except -1:
+    # A view with no element type or a null address for its elements (one made without a
+    # constructor; a producer's malformed description) is refused before anything is touched.
+    cdef int64_t volume
+    if v.rec.itemsize <= 0:
+        raise ValueError(f"copy: the {what} has no element type (itemsize {v.rec.itemsize})")
+    volume = extents_volume(&v.rec.ext)
+    if v.rec.ptr == 0 and volume != 0:
+        raise ValueError(f"copy: the {what} has a null address for its {volume} element(s)")
+    return 0
+
+
 cdef StridedMemoryView dense_copy(StridedMemoryView view, tuple device, object order,
                                   object stream):
-    cdef StridedMemoryView new = empty_view(view, device, order, stream)
+    cdef StridedMemoryView new
+    _check_describes_memory(view, "source")
+    new = empty_view(view, device, order, stream)
     copy_views(new, view, stream)
     return new
 
@@ -719,7 +708,10 @@ cdef StridedMemoryView dense_copy(StridedMemoryView view, tuple device, object o
 cdef StridedLayout _layout_for(StridedMemoryView like, object layout):
     cdef StridedLayout new_layout
     if layout is None or isinstance(layout, str):
-        return StridedLayout.dense_like(like.layout, layout or "K")
+        # From the record: `like.layout` of a subclass's view (the compat module's) is its own
+        # layout type.
+        return StridedLayout.dense_like(
+            layout_from_extents(&like.rec.ext, like.rec.itemsize, 0), layout or "K")
     if not isinstance(layout, StridedLayout):
         raise TypeError(f"layout must be 'K', 'C', 'F' or a StridedLayout, got "
                         f"{type(layout).__name__}")

@@ -454,7 +454,12 @@ cdef int extents_validate(const Extents* e, int64_t itemsize, int64_t slice_offs
             raise ValueError(f"extents must be >= 0, got shape {extents_shape_tuple(e)}")
     if extents_volume(e) < 0:
         raise ValueError(f"the volume of shape {extents_shape_tuple(e)} overflows int64")
-    if not _has_zero_extent(e):
+    for i in range(e.ndim):
+        # Every stride in bytes fits in int64 (strides_in_bytes, the exports), even where it
+        # addresses nothing (an extent of 1 or 0).
+        if _mul_ovf(e.strides[i], itemsize, &span):
+            overflow = True
+    if not overflow and not _has_zero_extent(e):
         for i in range(e.ndim):
             if (_mul_ovf(e.shape[i] - 1, e.strides[i], &span)
                     or _add_ovf(hi, span if span > 0 else 0, &hi)
@@ -471,6 +476,10 @@ cdef int extents_validate(const Extents* e, int64_t itemsize, int64_t slice_offs
             f"slice_offset {slice_offset} and itemsize {itemsize} reaches byte offsets "
             "outside the int64 range")
     return 0
+
+
+# Beyond this step a 1-long slice keeps its source's stride (extents_getitem).
+cdef Py_ssize_t _HUGE_STEP = 1 << 32
 
 
 cdef int _int_index(object item, const Extents* src, int d, int64_t* offset) except -1:
@@ -555,8 +564,10 @@ cdef int extents_getitem(const Extents* src, object key, Extents* dst, int64_t* 
                 start = 0
                 step = 1
             shp[out] = length
-            # Only a 1-long slice with a huge step can overflow, and its stride is irrelevant.
-            if _mul_ovf(stride, step, &st[out]):
+            # Only a 1-long slice can take a huge step, and its stride addresses nothing: beyond
+            # 2**32 it keeps the source's, so that no stride in bytes overflows int64.
+            if (length <= 1 and (step > _HUGE_STEP or step < -_HUGE_STEP)) or _mul_ovf(
+                    stride, step, &st[out]):
                 st[out] = stride
             off += start * stride
             out += 1

@@ -135,3 +135,7 @@ cdef inline object used_keepalive(object keepalive):
 # A new DeferredKeepalive (the ABI's `deferred_keepalive`): a new reference, or NULL with an
 # exception set.
 cdef PyObject* new_deferred_keepalive(acquire_keepalive_t acquire, PyObject* state) except NULL
+
+# (device_type, device_id) from a ``device=`` argument: "cpu", "cuda:1", ..., str()-able objects
+# (torch.device), DLPack pairs; every device= of the package is parsed here.
+cdef tuple parse_device(object device)

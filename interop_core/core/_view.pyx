@@ -6,14 +6,14 @@
 
 from . cimport _refcount  # 64-bit reference-count increments: see the file
 cimport cython
-from cpython.buffer cimport Py_buffer
+from cpython.buffer cimport Py_buffer, PyObject_CheckBuffer
 from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from cpython.object cimport PyObject, PyTypeObject, destructor
 from cpython.type cimport PyType_Modified
-from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, intptr_t, uintptr_t
 
 from ..cuda._cuda cimport order_streams, pointer_device
 from ..protocols._dlpack cimport (
@@ -80,6 +80,10 @@ _DEVICE_NAMES = {
     kDLROCM: "rocm", kDLROCMHost: "rocm_host", kDLOneAPI: "oneapi",
 }
 _DEVICE_BY_NAME = {name: code for code, name in _DEVICE_NAMES.items()}
+cdef enum:
+    # dlpack.h's DLDeviceType: kDLCPU (1) .. kDLTrn (18); 5 and 6 are unused.
+    _DLPACK_FIRST_DEVICE = 1
+    _DLPACK_LAST_DEVICE = 18
 
 
 cdef inline bint _host_accessible(int32_t device_type) noexcept nogil:
@@ -219,29 +223,45 @@ cdef object _stream_checked(object stream):
     return stream
 
 
-cdef tuple _parse_device(object device):
-    """(device_type, device_id) from "cpu", "cuda", "cuda:1", ... or a DLPack pair."""
-    if isinstance(device, str):
-        name, _, index = device.partition(":")
+cdef tuple parse_device(object device):
+    """(device_type, device_id) from "cpu", "cuda", "cuda:1", ..., an object whose str() is such
+    a name (torch.device), or a DLPack (device_type, device_id) pair of ints: the one parser of
+    every ``device=`` the package takes."""
+    if isinstance(device, tuple) and len(device) == 2:
+        kind, ordinal = device
+        if (not isinstance(kind, int) or not isinstance(ordinal, int) or isinstance(kind, bool)
+                or isinstance(ordinal, bool)):
+            raise TypeError(f"device tuple must hold two ints, got {device!r}")
+        kind = int(kind)            # an IntEnum (DLDeviceType) as its value
+        ordinal = int(ordinal)
+    elif device is None or isinstance(device, (tuple, list, int, float)):
+        raise TypeError(
+            f"device must be a string like 'cuda:0' or a (device_type, device_id) tuple, got "
+            f"{device!r}")
+    else:
+        text = device if isinstance(device, str) else str(device)   # torch.device and alike
+        name, _, index = text.partition(":")
         if name not in _DEVICE_BY_NAME:
             raise ValueError(
                 f"unknown device {device!r}; expected one of {sorted(_DEVICE_BY_NAME)} "
-                "optionally followed by ':<ordinal>'")
+                "optionally followed by ':<ordinal>', or a (device_type, device_id) pair")
         try:
             ordinal = int(index) if index else 0
         except ValueError:
             raise ValueError(f"device ordinal in {device!r} is not an integer") from None
-        return (_DEVICE_BY_NAME[name], ordinal)
-    if isinstance(device, tuple) and len(device) == 2:
-        dev_type, dev_id = device
-        if not isinstance(dev_type, int) or not isinstance(dev_id, int):
-            raise TypeError(f"device tuple must hold two ints, got {device!r}")
-        if dev_id < 0:
-            raise ValueError(f"device ordinal must be >= 0, got {dev_id}")
-        return (int(dev_type), int(dev_id))
-    raise TypeError(
-        f"device must be None, a string like 'cuda:0' or a (device_type, device_id) tuple, "
-        f"got {type(device).__name__}")
+        kind = _DEVICE_BY_NAME[name]
+    if not _DLPACK_FIRST_DEVICE <= kind <= _DLPACK_LAST_DEVICE or kind in (5, 6):
+        raise ValueError(f"device {device!r}: {kind} is not a DLPack device type")
+    if not 0 <= ordinal <= INT32_MAX:
+        raise ValueError(f"device {device!r}: the ordinal must be >= 0 and fit in int32, got "
+                         f"{ordinal}")
+    if (kind == kDLCPU or kind == kDLCUDAHost or kind == kDLROCMHost) and ordinal != 0:
+        raise ValueError(
+            f"device {device!r}: host memory is one device, DLPack ({kind}, 0); ordinal "
+            f"{ordinal} names none.  Several host devices are a framework's own (jax's "
+            f"forced host devices): that framework places onto them, e.g. "
+            f"to(x, 'jax', device=jax.devices('cpu')[{ordinal}])")
+    return (kind, ordinal)
 
 
 # Out of the garbage collector: it refers to a plugin's state and hold, never to a view (the
@@ -342,8 +362,13 @@ cdef class Buffer:
             raise TypeError(f"size must be an int, got {type(size).__name__}")
         if ptr < 0 or ptr >= 2 ** 64:
             raise ValueError(f"ptr {ptr:#x} is not a valid address")
-        if size < 0:
-            raise ValueError(f"size must be >= 0, got {size}")
+        if not 0 <= size < 2 ** 63:
+            raise ValueError(f"size must be >= 0 and fit in int64, got {size}")
+        if ptr == 0 and size != 0:
+            raise ValueError(f"ptr is a null pointer, but size is {size} bytes")
+        if ptr + size > 2 ** 64:
+            raise ValueError(f"ptr {ptr:#x} with size {size} reaches past the end of the "
+                             "address space")
         cdef Buffer b = Buffer.__new__(Buffer)
         b.ptr = ptr
         b.size = size
@@ -352,7 +377,7 @@ cdef class Buffer:
             pointer_device(<uintptr_t> ptr, &device_type, &device_id)
             b.device_type, b.device_id = device_type, device_id
         else:
-            b.device_type, b.device_id = _parse_device(device)
+            b.device_type, b.device_id = parse_device(device)
         b.owner = owner
         return b
 
@@ -575,7 +600,7 @@ cdef class StridedMemoryView:
         record_set_dtype(&v.rec, dt, True)
         v.rec.ptr = ptr
         if device is not None:
-            v.rec.device_type, v.rec.device_id = _parse_device(device)
+            v.rec.device_type, v.rec.device_id = parse_device(device)
         v.rec.readonly = bool(readonly)
         v.owner = owner
         v._keepalive = owner
@@ -1139,6 +1164,8 @@ register_view_type(StridedMemoryView, _record_of, _view_from_record)
 # from_any's per-type choice (only types that offer a protocol are cached: an object may carry
 # an interface as an instance attribute that another instance of its type lacks).
 cdef dict _PROTOCOL_BY_TYPE = {}
+cdef enum:
+    MAX_CACHED_TYPES = 4096
 
 
 cdef int protocol_for_any(object obj) except -1:
@@ -1149,6 +1176,8 @@ cdef int protocol_for_any(object obj) except -1:
         return cached
     protocol = choose_protocol(obj)
     if protocol != PROTOCOL_NONE:
+        if len(_PROTOCOL_BY_TYPE) >= MAX_CACHED_TYPES:
+            _PROTOCOL_BY_TYPE.clear()   # it keeps the types alive: bounded, made again on need
         _PROTOCOL_BY_TYPE[t] = protocol
     return protocol
 
@@ -1160,15 +1189,27 @@ cdef int choose_protocol(object obj) except -1:
     if hasattr(t, "__dlpack__") or PyCapsule_CheckExact(obj):
         return PROTOCOL_DLPACK
     # Instances may carry these as plain attributes, so ask the object, not the type.
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _offers(obj, "__cuda_array_interface__"):
         return PROTOCOL_CAI
-    if hasattr(obj, "__array_interface__"):
+    if _offers(obj, "__array_interface__"):
         return PROTOCOL_ARRAY_INTERFACE
-    try:
-        memoryview(obj).release()
+    # The type's slot, not a request: the exporter's answer (and its errors) are the reader's
+    # to report, naming the type.
+    if PyObject_CheckBuffer(obj):
         return PROTOCOL_BUFFER
-    except TypeError:
-        return PROTOCOL_NONE
+    return PROTOCOL_NONE
+
+
+cdef bint _offers(object obj, str name) except -1:
+    # A property that raises is offered all the same: its reader reports the failure as a
+    # BufferError naming the type, the original exception chained.
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return False
+    except Exception:
+        return True
+    return True
 
 
 cdef object view_by_protocol(int protocol, object obj, object stream):
@@ -1241,3 +1282,19 @@ cdef int plain_static_methods(type cls) except -1:
 
 plain_static_methods(StridedMemoryView)
 plain_static_methods(Buffer)
+
+
+# --- no view without a constructor ----------------------------------------------------------------
+#
+# `StridedMemoryView.__new__(StridedMemoryView)` from Python would make a view that describes
+# nothing (no element type, a null address): copies and exports of it would read address 0.
+# The core makes its views through the type's C slot (view_new), which this does not touch;
+# from Python, `__new__` (and so copy.copy and pickle, which call it) refuses.
+
+def _refuse_new(cls, *args, **kwargs):
+    raise TypeError(f"{cls.__name__} objects are made by its from_* constructors and "
+                    "interop_core.view(), not by __new__")
+
+
+(<dict> (<PyTypeObject*> StridedMemoryView).tp_dict)["__new__"] = staticmethod(_refuse_new)
+PyType_Modified(StridedMemoryView)

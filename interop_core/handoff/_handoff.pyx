@@ -171,6 +171,9 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
         If no plugin exports to ``target``, ``device`` names a device the target does not have
         (a host device other than 0, except for a target with several: jax), or (shards) the
         options do not match the shards.
+    ModuleNotFoundError
+        If ``target`` is a framework a plugin exports to that is not installed here (raised as
+        the plugin imports it, naming the module).
     BufferError
         When the target cannot take ``obj`` as it is (a layout, address or device its
         framework cannot import: see :class:`interop_core.ImportLimits`) and ``copy=False``

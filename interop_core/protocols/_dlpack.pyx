@@ -374,6 +374,19 @@ cdef long _device_type_of(object obj, object device) except? -1:
     return item
 
 
+cdef enum:
+    # Types remembered per kind below, at most: each set and dict keeps its types alive, so
+    # past the bound it forgets them all (types made on the fly), to learn them again on need.
+    MAX_CACHED_TYPES = 4096
+
+
+cdef inline int _remember(set types, type t) except -1:
+    if len(types) >= MAX_CACHED_TYPES:
+        types.clear()
+    types.add(t)
+    return 0
+
+
 # Types whose __dlpack__ rejected max_version once (pre-1.0 producers): asked without it from
 # then on, so they do not pay for a raised TypeError on every call.
 cdef set _LEGACY_ONLY_TYPES = set()
@@ -391,14 +404,18 @@ cdef object _call_dlpack(object obj, type t, object producer_stream):
     except TypeError:
         # Producers older than DLPack 1.0 do not know max_version; ask again without it.
         capsule = _legacy_call(obj, producer_stream)
-        _LEGACY_ONLY_TYPES.add(t)
+        _remember(_LEGACY_ONLY_TYPES, t)
         return capsule
 
 
 cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
     cdef type t = type(obj)
-    if not hasattr(t, "__dlpack__"):
+    method = getattr(t, "__dlpack__", None)
+    if method is None:
         raise TypeError(f"{t.__name__} does not implement __dlpack__")
+    if not callable(method):
+        raise TypeError(f"{t.__name__}.__dlpack__ is {type(method).__name__} {method!r}, not a "
+                        "method")
     producer_stream = _producer_stream(obj, stream)
     if producer_stream is _NO_SYNC and t in _REJECTS_NO_SYNC_TYPES:
         producer_stream = None
@@ -408,7 +425,7 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
         if producer_stream is not _NO_SYNC:
             raise
         capsule = _call_dlpack(obj, t, None)   # if this fails too, its error is the one raised
-        _REJECTS_NO_SYNC_TYPES.add(t)
+        _remember(_REJECTS_NO_SYNC_TYPES, t)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")
@@ -435,8 +452,13 @@ cdef PyObject* _last_type = NULL              # borrowed from _API_BY_TYPE's key
 cdef const DLPackExchangeAPI* _last_api = NULL
 
 
+cdef enum:
+    _MAX_API_CHAIN = 16
+
+
 cdef tuple _probe_exchange_api(type t):
     cdef const DLPackExchangeAPIHeader* header
+    cdef int links
     try:
         capsule = getattr(t, "__dlpack_c_exchange_api__", None)
     except Exception as exc:
@@ -447,10 +469,13 @@ cdef tuple _probe_exchange_api(type t):
         return (None, 0, "__dlpack_c_exchange_api__ is not a capsule named 'dlpack_exchange_api'")
     header = <const DLPackExchangeAPIHeader*> PyCapsule_GetPointer(capsule, _NAME_EXCHANGE_API)
     first_major = header.version.major
-    # A producer may chain older tables behind a newer one; take the first we understand.
-    while header != NULL and header.version.major != DLPACK_MAJOR:
+    # A producer may chain older tables behind a newer one; take the first we understand (a
+    # chain longer than any producer makes, a cycle included, is not followed to its end).
+    links = 0
+    while header != NULL and header.version.major != DLPACK_MAJOR and links < _MAX_API_CHAIN:
         header = header.prev_api
-    if header == NULL:
+        links += 1
+    if header == NULL or header.version.major != DLPACK_MAJOR:
         return (None, 0, f"exchange API major version {first_major} is not {DLPACK_MAJOR}")
     if (<const DLPackExchangeAPI*> header).managed_tensor_from_py_object_no_sync == NULL:
         return (None, 0, "managed_tensor_from_py_object_no_sync is NULL")
@@ -464,6 +489,8 @@ cdef const DLPackExchangeAPI* _lookup_exchange_api(type t) except? NULL:
     entry = _API_BY_TYPE.get(t)
     if entry is None:
         entry = _probe_exchange_api(t)
+        if len(_API_BY_TYPE) >= MAX_CACHED_TYPES:
+            _API_BY_TYPE.clear()        # bounded as the sets above are
         _API_BY_TYPE[t] = entry
     _last_api = <const DLPackExchangeAPI*> <uintptr_t> (<tuple> entry)[1]
     _last_type = <PyObject*> t

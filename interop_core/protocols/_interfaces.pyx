@@ -35,6 +35,7 @@ from ..core._dtypes cimport (
     dtype_to_typestr,
     record_set_dtype,
 )
+from ..core._layout cimport extents_validate
 from ..core._record cimport Extents, ViewRecord, extents_resize
 
 __all__ = []
@@ -437,6 +438,11 @@ cdef object read_buffer_protocol(object obj, ViewRecord* rec):
     _buffer_dtype(b, &dt)
     record_set_dtype(rec, dt, False)
     ndim = b.ndim
+    if not 0 <= ndim <= 64:
+        raise ValueError(f"{_tname(obj)} exports a buffer with ndim {ndim}; 0 to 64 are "
+                         "supported")
+    if b.shape == NULL and ndim > 1:
+        raise ValueError(f"{_tname(obj)} exports a {ndim}-d buffer without a shape")
     if b.shape == NULL and ndim != 0:
         # Only a non-conforming exporter omits shape after a PyBUF_ND request: treat as 1-d.
         extents_resize(&rec.ext, 1)
@@ -461,6 +467,13 @@ cdef object read_buffer_protocol(object obj, ViewRecord* rec):
                         f"{_tname(obj)} exports stride {stride} bytes in dimension {i}, not a "
                         f"multiple of its itemsize {b.itemsize}")
                 rec.ext.strides[i] = stride // b.itemsize
+    try:
+        extents_validate(&rec.ext, rec.itemsize, 0)
+    except ValueError as exc:
+        raise ValueError(
+            f"{_tname(obj)} exports a buffer that cannot be described: {exc}") from None
+    if b.buf == NULL and _volume(&rec.ext) != 0:
+        raise ValueError(f"{_tname(obj)} exports a null pointer for a non-empty buffer")
     rec.ptr = <uintptr_t> b.buf
     rec.readonly = b.readonly
     rec.device_type = kDLCPU
