@@ -112,7 +112,12 @@ def test_validation_passes_on_this_torch(path):
     assert result.canaries >= 21
     assert result.details["handle"] in ("direct", "maybe_owned")
     assert result.details["keyset_offset"] is not None
-    assert result.details["cuda"] is torch.cuda.is_available()
+    cuda = result.details["cuda"]
+    if torch.cuda.is_available():
+        # Checked at validation, or (CUDA not initialized then) at the first CUDA tensor.
+        assert cuda is True or "at the first CUDA tensor" in str(cuda), cuda
+    else:
+        assert cuda is False
 
 
 def _read_without_fallback(t):
