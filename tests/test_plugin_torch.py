@@ -384,6 +384,10 @@ def test_exporting_readonly_memory_warns_once_and_shares_it():
 # --- streams -----------------------------------------------------------------------------------
 
 def test_the_aoti_stream_read_is_used_only_where_prepare_checked_it():
+    if torch.cuda.is_available():
+        # CUDA's half is checked at validation, or at the first CUDA tensor if CUDA was not
+        # initialized then: view one, so that it has been checked either way.
+        interop_core.view(torch.ones(1, device="cuda"))
     details = validation_result("torch:Tensor").details
     assert details["current_stream"] == ("aoti" if _reader.aoti_producer_stream(0) is not None
                                          else "python" if torch.cuda.is_available() else None)
