@@ -61,11 +61,12 @@ cdef object _as_int(object v, str proto, str key, Py_ssize_t idx):
     if type(v) is int:
         return v
     if isinstance(v, bool) or v is None:
-        raise TypeError(f"{_what(proto, key, idx)} must be an int, got {_tname(v)}")
+        raise TypeError(f"{_what(proto, key, idx)} must be an int, got {_tname(v)} {v!r:.60}")
     try:
         return PyNumber_Index(v)
     except TypeError:
-        raise TypeError(f"{_what(proto, key, idx)} must be an int, got {_tname(v)}") from None
+        raise TypeError(
+            f"{_what(proto, key, idx)} must be an int, got {_tname(v)} {v!r:.60}") from None
 
 
 cdef uintptr_t _as_ptr(object v, str proto) except? 0:

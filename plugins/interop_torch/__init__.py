@@ -2,8 +2,9 @@
 
 Reading
 -------
-Exact ``torch.Tensor`` and ``torch.nn.Parameter`` objects (not subclasses such as FakeTensor)
-are read by this package's compiled reader (``_reader.pyx``), registered through the public C
+``torch.Tensor`` and ``torch.nn.Parameter`` objects, and those of every other subclass of
+``torch.Tensor`` (``as_subclass``, your own; fake, functional and distributed tensors have
+registrations of their own, which refuse) are read by this package's compiled reader (``_reader.pyx``), registered through the public C
 ABI (``interop_core.h``, version 2) exactly as a third party's would be.  It reads the tensor
 through the PyTorch AOTI stable C ABI (``aoti_torch_get_*``, looked up in torch's loaded
 libraries: no build-time dependency on torch), or, for plain tensors, reads the same fields
@@ -17,7 +18,9 @@ process.  The fallback, ``_reader.read_checked``, also reads every tensor the co
 declines: it refuses with a ``BufferError`` naming why tensors whose memory does not mean what
 their metadata says (conjugate or negative bit, nested, sparse and other non-strided layouts,
 quantized, meta, efficient zero tensors), and reads the rest through torch's DLPack (its C
-exchange API, else ``__dlpack__``).
+exchange API, else ``__dlpack__``).  Those refusals stand for ``StridedMemoryView.from_dlpack``
+and ``from_any`` too: torch's own DLPack export would hand on a conjugate or negative tensor's
+memory without the bit.
 
 Streams
 -------
