@@ -182,3 +182,24 @@ def view_through_a_table_that_chains_to_itself():
 def test_an_exchange_api_chain_that_loops_is_not_followed_forever(workers):
     assert _outcome(view_through_a_table_that_chains_to_itself, timeout=30,
                     pool=workers) == ("ok", True)
+
+
+# --- types made on the fly ---------------------------------------------------------------------
+
+def test_classes_made_on_the_fly_and_viewed_are_not_kept_alive_forever():
+    # The per-type caches keep their types alive (no stale entry for a reused address), but
+    # only so many: a program that makes classes as it goes does not keep every one.
+    import gc
+    import weakref
+
+    data = np.zeros(3)
+    made = []
+    for i in range(5000):
+        cls = type(f"Made{i}", (), {"__array_interface__": property(
+            lambda self: data.__array_interface__)})
+        interop_core.view(cls())
+        StridedMemoryView.from_any(cls())
+        made.append(weakref.ref(cls))
+        del cls
+    gc.collect()
+    assert sum(ref() is not None for ref in made) <= 4097

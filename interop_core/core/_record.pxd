@@ -14,6 +14,10 @@ from ._dlpack_abi cimport DLDataType
 cdef enum:
     INLINE_NDIM = 6
     MAX_NDIM = 64
+    # Types each per-type cache of the package (the dispatch table's decisions, protocol
+    # choices, exchange-API probes) keeps at most: they keep their types alive, so past the
+    # bound a cache forgets them all (classes made on the fly), to learn them again on need.
+    MAX_CACHED_TYPES = 4096
 
 ctypedef struct Extents:
     int64_t* shape          # -> inline_shape, or a malloc'd block owned by this struct

@@ -63,6 +63,7 @@ from ._layout cimport (
     layout_from_extents,
 )
 from ._record cimport (
+    MAX_CACHED_TYPES,
     Extents,
     ViewRecord,
     extents_copy,
@@ -1164,8 +1165,6 @@ register_view_type(StridedMemoryView, _record_of, _view_from_record)
 # from_any's per-type choice (only types that offer a protocol are cached: an object may carry
 # an interface as an instance attribute that another instance of its type lacks).
 cdef dict _PROTOCOL_BY_TYPE = {}
-cdef enum:
-    MAX_CACHED_TYPES = 4096
 
 
 cdef int protocol_for_any(object obj) except -1:

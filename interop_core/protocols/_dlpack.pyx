@@ -63,7 +63,14 @@ from ..core._dlpack_abi cimport (
     kDLROCM,
 )
 from ..core._dtypes cimport dtype_itemsize, record_set_dtype
-from ..core._record cimport MAX_NDIM, ViewRecord, extents_free, extents_resize, record_init
+from ..core._record cimport (
+    MAX_CACHED_TYPES,
+    MAX_NDIM,
+    ViewRecord,
+    extents_free,
+    extents_resize,
+    record_init,
+)
 from ..cuda._streams cimport resolve_stream
 
 __all__ = ["DLPackTensorHolder"]
@@ -372,12 +379,6 @@ cdef long _device_type_of(object obj, object device) except? -1:
         raise ValueError(f"{type(obj).__name__}.__dlpack_device__() returned {device!r}: device "
                          f"id {ordinal} is not a device ordinal (0 to 2**31 - 1)")
     return item
-
-
-cdef enum:
-    # Types remembered per kind below, at most: each set and dict keeps its types alive, so
-    # past the bound it forgets them all (types made on the fly), to learn them again on need.
-    MAX_CACHED_TYPES = 4096
 
 
 cdef inline int _remember(set types, type t) except -1:

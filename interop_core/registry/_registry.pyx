@@ -45,6 +45,7 @@ from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol,
 from ..cuda._cuda cimport pointer_device, same_stream
 from ..core._record cimport (
     INLINE_NDIM,
+    MAX_CACHED_TYPES,
     MAX_NDIM,
     ViewRecord,
     extents_resize,
@@ -654,18 +655,13 @@ cdef int _rebuild() except -1:
     return 0
 
 
-# Decisions cached for types no plugin registered, at most: the table keeps each type alive (a
-# type freed and its address reused must never find a stale entry), so a program that makes
-# classes on the fly would otherwise keep every one it ever viewed.  Past the bound the cached
-# decisions are all forgotten, to be made again per type on its next miss.
-cdef enum:
-    MAX_CACHED_DECISIONS = 4096
-
-
+# Decisions cached for types no plugin registered: the table keeps each type alive (a type
+# freed and its address reused must never find a stale entry), so past MAX_CACHED_TYPES the
+# cached decisions are all forgotten, to be made again per type on its next miss.
 cdef int _cache(type t, ReaderEntry entry) except -1:
     """Remember the decision for `t` (a dispatch miss) without rebuilding when there is room."""
     global _used
-    if len(_ENTRIES) - len(_REGISTERED) > MAX_CACHED_DECISIONS:
+    if len(_ENTRIES) - len(_REGISTERED) > MAX_CACHED_TYPES:
         _reset_entries()
         _ENTRIES[t] = entry
         return _rebuild()
@@ -869,8 +865,8 @@ def _declared_readonly(t):
         if _miss_handler is not None and _miss_handler(t):
             found = _lookup(<PyObject*> t)
     result = found != NULL and (<ReaderEntry> found).readonly
-    if len(_READONLY_TYPES) >= MAX_CACHED_DECISIONS:
-        _READONLY_TYPES.clear()         # bounded as the table's decisions are (_cache)
+    if len(_READONLY_TYPES) >= MAX_CACHED_TYPES:
+        _READONLY_TYPES.clear()         # it keeps the types alive: bounded as _cache is
     _READONLY_TYPES[t] = result
     return result
 
