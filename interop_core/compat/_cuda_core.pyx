@@ -991,10 +991,10 @@ cdef class StridedLayout:
         """
         cdef int ndim = self._base.ext.ndim
         cdef int i
+        start = start_axis + ndim if start_axis < 0 else start_axis
+        end = end_axis + ndim if end_axis < 0 else end_axis
         if mask is None and not (start_axis == 0 and end_axis == -1):
             # cuda.core's checks and words (the defaults pass for any ndim, 0 included).
-            start = start_axis + ndim if start_axis < 0 else start_axis
-            end = end_axis + ndim if end_axis < 0 else end_axis
             if not 0 <= start < ndim:
                 raise ValueError(f"Invalid start axis: {start_axis} out of range for {ndim}D "
                                  "tensor")
@@ -1005,8 +1005,6 @@ cdef class StridedLayout:
         if ndim == 0:
             return _wrap(CoreLayout((1,), (1,), self._base.itemsize, self._base.slice_offset))
         if mask is None:
-            start = start_axis + ndim if start_axis < 0 else start_axis
-            end = end_axis + ndim if end_axis < 0 else end_axis
             if start >= end:
                 return _wrap(self._base)
             one = 1     # a Python int: masks of 64 axes overflow a C shift

@@ -35,7 +35,7 @@ from ..core._dtypes cimport (
     dtype_to_typestr,
     record_set_dtype,
 )
-from ..core._layout cimport extents_validate
+from ..core._layout cimport extents_validate, extents_volume
 from ..core._record cimport Extents, ViewRecord, extents_resize
 
 __all__ = []
@@ -194,13 +194,6 @@ cdef int _fill_extents(ViewRecord* rec, object shape, object strides, str proto)
     return 0
 
 
-cdef int64_t _volume(const Extents* e) noexcept nogil:
-    cdef int64_t v = 1
-    for i in range(e.ndim):
-        v *= e.shape[i]
-    return v
-
-
 cdef tuple _byte_bounds(const Extents* e, int64_t itemsize):
     """(lowest, one past highest) byte reached relative to element 0, for volume > 0.
 
@@ -307,7 +300,7 @@ cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec
         raise TypeError(f"{proto}['data'][1] (readonly) must be a bool, got {_tname(ro)}")
     record_set_dtype(rec, dt, False)
     _fill_extents(rec, _required(d, "shape", proto), d.get("strides"), proto)
-    if ptr == 0 and _volume(&rec.ext) != 0:
+    if ptr == 0 and extents_volume(&rec.ext) != 0:
         raise ValueError(f"{proto}['data'][0] is a null pointer for a non-empty array")
     rec.has_producer_stream = False
     rec.producer_stream = 0
@@ -351,7 +344,7 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
         if not isinstance(ro, (bool, int)):
             raise TypeError(f"{proto}['data'][1] (readonly) must be a bool, got {_tname(ro)}")
         _fill_extents(rec, shape, d.get("strides"), proto)
-        if ptr == 0 and _volume(&rec.ext) != 0:
+        if ptr == 0 and extents_volume(&rec.ext) != 0:
             raise ValueError(f"{proto}['data'][0] is a null pointer for a non-empty array")
         # NumPy reads 'offset' only when data is a buffer, so it is ignored here, as there.
         rec.ptr = ptr
@@ -382,7 +375,7 @@ cdef object read_array_interface(object obj, ViewRecord* rec):
                     f"{proto}['offset'] {off_obj} is outside the {held.view.len}-byte buffer")
             off = <int64_t> off_obj
         _fill_extents(rec, shape, d.get("strides"), proto)
-        if _volume(&rec.ext) != 0:
+        if extents_volume(&rec.ext) != 0:
             py_lo, py_hi = _byte_bounds(&rec.ext, rec.itemsize)
             if off + py_lo < 0 or off + py_hi > held.view.len:
                 raise ValueError(
@@ -473,7 +466,7 @@ cdef object read_buffer_protocol(object obj, ViewRecord* rec):
     except ValueError as exc:
         raise ValueError(
             f"{_tname(obj)} exports a buffer that cannot be described: {exc}") from None
-    if b.buf == NULL and _volume(&rec.ext) != 0:
+    if b.buf == NULL and extents_volume(&rec.ext) != 0:
         raise ValueError(f"{_tname(obj)} exports a null pointer for a non-empty buffer")
     rec.ptr = <uintptr_t> b.buf
     rec.readonly = b.readonly
@@ -567,7 +560,7 @@ cdef int export_buffer(ViewRecord* rec, Py_buffer* buf, int flags) except -1:
             "request PyBUF_STRIDES (memoryview does) or copy first")
     buf.buf = <void*> rec.ptr
     buf.itemsize = rec.itemsize
-    buf.len = _volume(&rec.ext) * rec.itemsize
+    buf.len = extents_volume(&rec.ext) * rec.itemsize
     buf.readonly = rec.readonly
     buf.suboffsets = NULL
     buf.shape = NULL
