@@ -332,8 +332,9 @@ class PluginRegistrar:
         self._record("exporter", target, (exporter, bool(preserves_readonly), limits),
                      tuple(types))
 
-    def add_export_rule(self, type_: type | str, rule: Callable[[Any], Any] | Any) -> None:
-        """Refuse some objects of exactly ``type_`` to every ``to()``, as their framework does.
+    def add_export_rule(self, type_: type | str, rule: Callable[[Any], Any] | Any, *,
+                        subclasses: bool = False) -> None:
+        """Refuse some objects of ``type_`` to every ``to()``, as their framework does.
 
         The framework's own rule for handing its objects on (torch: tensors that require grad
         are not exported).  ``view()`` and ``launch_args()`` do not apply it: a launcher reads
@@ -348,9 +349,12 @@ class PluginRegistrar:
             must not be exported; or a capsule named ``"interop_core.export_rule_v1"`` holding
             a C function ``int rule(PyObject *obj)``: 0, or -1 with an exception set.  Called
             once per ``to()`` of such an object: keep it cheap (a C rule costs nanoseconds).
+        subclasses : bool
+            Apply the rule to subclasses of ``type_`` too (off by default, as for
+            ``add_type``); a subclass with a rule of its own keeps its own.
         """
         _validate_target(type_, "type_")
-        self._record("rule", type_, _limits.new_export_rule(rule))
+        self._record("rule", type_, _limits.new_export_rule(rule, subclasses=subclasses))
 
     def add_sharded_type(self, type_: type | str, shards: Callable[[Any, Any], Any], *,
                          subclasses: bool = False,

@@ -451,11 +451,19 @@ def torch():
     return pytest.importorskip("torch")
 
 
+def _tensor_subclass(torch):
+    class MyTensor(torch.Tensor):
+        pass
+
+    return MyTensor
+
+
 def _requiring_grad(torch):
     leaf = torch.arange(6.0, requires_grad=True)
     return {"leaf": leaf, "slice": leaf[1:], "result": leaf * 2,
             "parameter": torch.nn.Parameter(torch.ones(3)),
-            "made by torch.tensor": torch.tensor([1.0, 2.0], requires_grad=True)}
+            "made by torch.tensor": torch.tensor([1.0, 2.0], requires_grad=True),
+            "subclass": torch.ones(3, requires_grad=True).as_subclass(_tensor_subclass(torch))}
 
 
 @pytest.mark.parametrize("target", ["numpy", "torch", "jax"])
@@ -473,7 +481,8 @@ def test_tensors_that_do_not_require_grad_are_handed_over(torch):
     off = torch.arange(3.0, requires_grad=True)
     off.requires_grad_(False)                 # autograd metadata, no longer requiring grad
     for t in [leaf.detach(), leaf.detach()[::2], torch.tensor([1.0, 2.0]), off,
-              torch.nn.Parameter(torch.ones(2), requires_grad=False), torch.ones(2, 2).t()]:
+              torch.nn.Parameter(torch.ones(2), requires_grad=False), torch.ones(2, 2).t(),
+              torch.ones(3).as_subclass(_tensor_subclass(torch))]:
         out = interop_core.to(t, "numpy")
         assert out.ctypes.data == t.data_ptr()
         np.testing.assert_array_equal(out, t.detach().numpy())
@@ -618,8 +627,8 @@ def test_a_python_export_rule_refuses_what_it_raises_for(registered):
     class Guarded:
         def __init__(self, ok):
             self.ok = ok
-            self.__array_interface__ = np.zeros(3).__array_interface__
             self.keep = np.zeros(3)
+            self.__array_interface__ = self.keep.__array_interface__
 
     def rule(obj):
         if not obj.ok:
@@ -631,6 +640,53 @@ def test_a_python_export_rule_refuses_what_it_raises_for(registered):
     with pytest.raises(BufferError, match="stays home"):
         interop_core.to(Guarded(False), "numpy")
     assert view(Guarded(False)).shape == (3,)         # view() does not apply export rules
+
+
+def test_an_export_rule_for_subclasses_refuses_them_unless_they_have_their_own(registered):
+    class Guarded:
+        def __init__(self, ok):
+            self.ok = ok
+            self.keep = np.zeros(3)
+            self.__array_interface__ = self.keep.__array_interface__
+
+    class Child(Guarded):
+        pass
+
+    class Trusted(Guarded):
+        pass
+
+    def rule(obj):
+        if not obj.ok:
+            raise BufferError(f"{type(obj).__name__} stays home")
+
+    registered(lambda r: (r.add_type(Guarded, reader="array_interface", subclasses=True),
+                          r.add_export_rule(Guarded, rule, subclasses=True),
+                          r.add_export_rule(Trusted, lambda obj: None)), "subclass-rule-test")
+    for copy in (None, True, False):
+        with pytest.raises(BufferError, match="Child stays home"):
+            interop_core.to(Child(False), "numpy", copy=copy)
+    assert interop_core.to(Child(True), "numpy").shape == (3,)
+    # A subclass's exact rule is its own: the base's does not apply to it.
+    assert interop_core.to(Trusted(False), "numpy").shape == (3,)
+
+
+def test_an_export_rule_applies_to_exactly_its_type_by_default(registered):
+    class Guarded:
+        def __init__(self):
+            self.keep = np.zeros(3)
+            self.__array_interface__ = self.keep.__array_interface__
+
+    class Child(Guarded):
+        pass
+
+    def rule(obj):
+        raise BufferError("stays home")
+
+    registered(lambda r: (r.add_type(Guarded, reader="array_interface", subclasses=True),
+                          r.add_export_rule(Guarded, rule)), "exact-rule-test")
+    with pytest.raises(BufferError, match="stays home"):
+        interop_core.to(Guarded(), "numpy")
+    assert interop_core.to(Child(), "numpy").shape == (3,)
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "message"), [

@@ -22,6 +22,7 @@
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_TYPE
+from cpython.type cimport PyType_IsSubtype
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from ..core._record cimport ViewRecord, extents_free, record_init
@@ -58,14 +59,19 @@ cdef PyObject* _rule_objects[MAX_RULES]
 cdef int _n_rules = 0                 # entries in the arrays above
 cdef dict _rules = {}                 # type -> ExportRule (owned; replaced whole)
 cdef bint _rules_in_dict = False      # more than MAX_RULES: look up _rules instead
+# The rules that apply to subclasses too, as (type, ExportRule) pairs (owned), asked only for
+# a type without an exact rule of its own: a subclass of torch.Tensor is refused as a tensor is.
+cdef tuple _subclass_rules = ()
 
 
 def _install_rules(dict rules):
     """Called by plugins with the winning rules (type -> ExportRule) whenever they change."""
-    global _n_rules, _rules, _rules_in_dict
+    global _n_rules, _rules, _rules_in_dict, _subclass_rules
     cdef int i = 0
     _n_rules = 0          # nothing is read while the arrays change (the GIL is held)
     _rules = dict(rules)
+    _subclass_rules = tuple((t, rule) for t, rule in _rules.items()
+                            if (<ExportRule> rule).subclasses)
     _rules_in_dict = len(_rules) > MAX_RULES
     if _rules_in_dict:
         return
@@ -85,6 +91,9 @@ cdef inline int _apply_rules(object obj) except -1:
     if _rules_in_dict:
         rule = _rules.get(type(obj))
         if rule is not None:
+            return apply_rule(<ExportRule> rule, obj)
+    for base, rule in _subclass_rules:
+        if PyType_IsSubtype(type(obj), base):
             return apply_rule(<ExportRule> rule, obj)
     return 0
 

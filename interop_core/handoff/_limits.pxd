@@ -85,6 +85,8 @@ cdef class ExportRule:
     cdef export_rule_fn fn            # NULL for a Python callable
     cdef readonly object rule         # what the plugin registered (owned: keeps `fn` valid)
     """callable or PyCapsule: What the plugin registered."""
+    cdef readonly bint subclasses
+    """bool: Whether the rule also applies to subclasses of its type."""
 
 # A Python rule applied; a C rule's failure reported (-1 with its exception set).
 cdef int call_python_rule(ExportRule rule, object obj) except -1

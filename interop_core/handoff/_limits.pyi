@@ -3,7 +3,7 @@
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["ImportLimits"]
+__all__ = ["ImportLimits", "ExportRule", "new_export_rule"]
 
 class ImportLimits:
     """What a target framework can import: the layouts, memory and dtypes ``to()`` may hand it."""
@@ -26,3 +26,15 @@ class ImportLimits:
                  resolve_device: Callable[[Any], tuple[int, int, Any]] | None = None) -> None: ...
     def problem(self, view: Any) -> str | None:
         """What about ``view`` the target cannot import, in words, or None."""
+
+class ExportRule:
+    """A source type's export rule, as ``to()`` applies it (made by :func:`new_export_rule`)."""
+
+    rule: Any
+    subclasses: bool
+
+    def __call__(self, obj: Any) -> None:
+        """Apply the rule: None, or the rule's exception raised."""
+
+def new_export_rule(rule: Any, subclasses: bool = False) -> ExportRule:
+    """What a plugin registered as an export rule, checked and made applicable."""

@@ -391,7 +391,7 @@ cdef class ExportRule:
         return f"ExportRule({self.rule!r})"
 
 
-def new_export_rule(rule):
+def new_export_rule(rule, subclasses=False):
     """What a plugin registered as an export rule, checked and made applicable.
 
     Parameters
@@ -399,6 +399,9 @@ def new_export_rule(rule):
     rule : callable or PyCapsule
         ``rule(obj) -> None`` (raising to refuse), or a capsule named
         ``"interop_core.export_rule_v1"`` holding ``int rule(PyObject *obj)``.
+    subclasses : bool, optional
+        Apply the rule to subclasses of its type too (those without an exact rule of their
+        own).
 
     Returns
     -------
@@ -426,6 +429,7 @@ def new_export_rule(rule):
         raise TypeError(f"an export rule must be callable or a PyCapsule named "
                         f"{EXPORT_RULE_CAPSULE!r}, got {type(rule).__name__}")
     made.rule = rule
+    made.subclasses = bool(subclasses)
     return made
 
 

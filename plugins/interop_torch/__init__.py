@@ -42,9 +42,9 @@ a CPU tensor, managed memory a CUDA tensor.
 
 Tensors that require grad
 -------------------------
-``to(t, ...)`` of a tensor that requires grad raises ``BufferError`` naming ``.detach()``, for
-every target: torch's own rule (``Tensor.__dlpack__``, ``.numpy()``), declared with
-``registry.add_export_rule``.  ``view(t)`` and ``launch_args`` read such tensors as they are.
+``to(t, ...)`` of a tensor (of any ``torch.Tensor`` subclass too) that requires grad raises
+``BufferError`` naming ``.detach()``, for every target: torch's own rule (``Tensor.__dlpack__``,
+``.numpy()``), declared with ``registry.add_export_rule``.  ``view(t)`` and ``launch_args`` read such tensors as they are.
 
 Sharded tensors
 ---------------
@@ -146,8 +146,10 @@ def interop_core_register(registry):
     registry.add_exporter("torch", _reader.to_torch, types=("torch:Tensor",),
                           preserves_readonly=False, limits=_reader.import_limits())
     for path in _TENSOR_TYPES:
-        # torch's own rule: tensors that require grad are not handed on (use .detach()).
-        registry.add_export_rule(path, _reader.export_rule_capsule())
+        # torch's own rule: tensors that require grad are not handed on (use .detach()), nor
+        # are those of subclasses (torch's exports refuse them alike).
+        registry.add_export_rule(path, _reader.export_rule_capsule(),
+                                 subclasses=path == "torch:Tensor")
     from ._sharded import DTENSOR_TYPES, assemble_torch, dtensor_shards, refuse_dtensor
 
     for path in DTENSOR_TYPES:
