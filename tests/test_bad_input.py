@@ -66,6 +66,10 @@ MALFORMED = [
     ({"strides": (12, 2**64)}, ValueError, "out of range"),
     ({"strides": (12, 2)}, BufferError, "not a multiple of the itemsize"),
     ({"strides": (13, 4)}, BufferError, "not a multiple of the itemsize"),
+    # Each stride fits int64, yet the offsets they reach do not.
+    ({"shape": (2**40, 1), "strides": (2**30, 4)}, ValueError, "outside the int64 range"),
+    ({"shape": (3, 1), "strides": (2**62, 4)}, ValueError, "outside the int64 range"),
+    ({"shape": (3, 1), "strides": (-(2**62) - 4, 4)}, ValueError, "outside the int64 range"),
     ({"typestr": "<x4"}, ValueError, "unknown kind"),
     ({"typestr": "float32"}, ValueError, "malformed typestr"),
     ({"typestr": ""}, ValueError, "malformed typestr"),

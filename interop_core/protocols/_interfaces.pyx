@@ -191,6 +191,10 @@ cdef int _fill_extents(ViewRecord* rec, object shape, object strides, str proto)
                 f"{proto}['strides'][{i}] = {stride} bytes is not a multiple of the itemsize "
                 f"{itemsize}; such layouts cannot be viewed in elements")
         rec.ext.strides[i] = stride // itemsize
+    try:
+        extents_validate(&rec.ext, itemsize, 0)
+    except ValueError as exc:
+        raise ValueError(f"{proto} describes a layout that cannot be addressed: {exc}") from None
     return 0
 
 
