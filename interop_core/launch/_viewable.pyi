@@ -1,10 +1,14 @@
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, TypeVar
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R")
 
 __all__ = ["viewable"]
 
+# The decorated function takes, in the named parameters, any array a view can be made of (a
+# numpy, torch, jax, cupy or numba array, a DLPack or interface object, a view), where the
+# function itself receives StridedMemoryView objects: its parameters are not kept in the type,
+# its return type is.
 def viewable(
     *names_or_indices: str | int,
     stream: str | None = None,
@@ -13,4 +17,4 @@ def viewable(
     writable: bool | Collection[str | int] = False,
     same_device: bool = False,
     scalar_types: Mapping[str | int, str] | None = None,
-) -> Callable[[_F], _F]: ...
+) -> Callable[[Callable[..., _R]], Callable[..., _R]]: ...
