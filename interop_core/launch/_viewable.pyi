@@ -1,5 +1,5 @@
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 _R = TypeVar("_R")
 
