@@ -17,6 +17,7 @@ from cpython.pycapsule cimport (
     PyCapsule_New,
 )
 from cpython.exc cimport PyErr_Occurred
+from cpython.pystate cimport PyThreadState, PyThreadState_Get
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport (
     int32_t,
@@ -597,12 +598,18 @@ ctypedef struct Slot:
 cdef Slot* _slots = NULL
 cdef size_t _mask = 0
 cdef size_t _used = 0
-# Every type in the table -> its ReaderEntry.  This dict owns the references the C table
-# borrows, and keeps registered types alive (a type object freed and its address reused by
-# another type must never find a stale entry).
+# The table's owner: every type in the C table, by address -> (type, ReaderEntry).  It owns
+# the references the C table borrows, and keeps every type in it alive (a type object freed and
+# its address reused by another type must never find a stale entry).  Keyed by address so that
+# no Python code (a metaclass's __hash__ or __eq__) runs while it changes.  It is replaced whole
+# with the C table (_install) or grown by one type (_cache): the C table never names an entry
+# this dict no longer owns, even while Python code runs (a garbage collection's finalizers, a
+# re-entrant view()).
 cdef dict _ENTRIES = {}
-# Plugin-registered entries (set_entries); _ENTRIES is these plus built-ins plus cached decisions.
+# Plugin-registered entries (set_entries), type -> ReaderEntry (owns the types), and the same
+# by address; _ENTRIES is these plus built-ins plus cached decisions.
 cdef dict _REGISTERED = {}
+cdef dict _REGISTERED_AT = {}
 
 
 cdef inline size_t _slot_of(PyObject* t) noexcept nogil:
@@ -633,50 +640,72 @@ cdef int _place(Slot* slots, size_t mask, PyObject* t, PyObject* entry) noexcept
     return 0
 
 
-cdef int _rebuild() except -1:
-    """Make a new C table from _ENTRIES and swap it in (the old one is freed at once: no other
-    thread can be inside a lookup, which holds the GIL throughout)."""
-    global _slots, _mask, _used
+cdef int _install(dict entries) except -1:
+    """Make `entries` (address -> (type, entry)) the table: a new C table is built from it, then
+    both are swapped in together, and only then is the old dict let go (its release may run
+    Python code, which finds the new table)."""
+    global _slots, _mask, _used, _ENTRIES
     cdef size_t capacity = 16
     cdef Slot* fresh
     cdef Slot* old
-    while capacity < 2 * (len(_ENTRIES) + 1):
+    cdef tuple pair
+    while capacity < 2 * (len(entries) + 1):
         capacity *= 2
     fresh = <Slot*> calloc(capacity, sizeof(Slot))
     if fresh == NULL:
         raise MemoryError()
-    for t, entry in _ENTRIES.items():
-        _place(fresh, capacity - 1, <PyObject*> t, <PyObject*> entry)
+    for value in entries.values():
+        pair = <tuple> value
+        _place(fresh, capacity - 1, <PyObject*> pair[0], <PyObject*> pair[1])
     old = _slots
+    released = _ENTRIES
     _slots = fresh
     _mask = capacity - 1
-    _used = len(_ENTRIES)
+    _used = len(entries)
+    _ENTRIES = entries
     free(old)
     return 0
+
+
+cdef dict _base_entries():
+    """The table without cached decisions: views themselves, and what plugins registered."""
+    cdef dict entries = {<size_t> <PyObject*> StridedMemoryView:
+                         (StridedMemoryView, _generic_entry(PROTOCOL_SELF))}
+    for t, entry in _REGISTERED.items():
+        entries[<size_t> <PyObject*> t] = (t, entry)
+    return entries
 
 
 # Decisions cached for types no plugin registered: the table keeps each type alive (a type
 # freed and its address reused must never find a stale entry), so past MAX_CACHED_TYPES the
 # cached decisions are all forgotten, to be made again per type on its next miss.
-cdef int _cache(type t, ReaderEntry entry) except -1:
-    """Remember the decision for `t` (a dispatch miss) without rebuilding when there is room."""
+cdef PyObject* _cache(type t, ReaderEntry entry) except NULL:
+    """Remember the decision for `t` (a dispatch miss); the entry the table holds for `t`
+    afterwards (borrowed from it): a plugin's registered entry always wins over a decision
+    made meanwhile (another thread's miss of the same type, or Python code run during this
+    one, may have registered it)."""
     global _used
-    if len(_ENTRIES) - len(_REGISTERED) > MAX_CACHED_TYPES:
-        _reset_entries()
-        _ENTRIES[t] = entry
-        return _rebuild()
-    _ENTRIES[t] = entry
+    cdef size_t at = <size_t> <PyObject*> t
+    cdef dict fresh
+    registered = _REGISTERED_AT.get(at)
+    if registered is not None:
+        if _lookup(<PyObject*> t) != <PyObject*> registered:
+            _install(_base_entries())
+        return <PyObject*> registered
+    if len(_ENTRIES) - len(_REGISTERED_AT) > MAX_CACHED_TYPES:
+        fresh = _base_entries()
+        fresh[at] = (t, entry)
+        _install(fresh)
+        return <PyObject*> entry
+    previous = _ENTRIES.get(at)     # kept alive until the C table names the new entry
+    _ENTRIES[at] = (t, entry)
     if _slots != NULL and 2 * (_used + 1) <= _mask + 1:
         _place(_slots, _mask, <PyObject*> t, <PyObject*> entry)
-        _used += 1
-        return 0
-    return _rebuild()
-
-
-cdef void _reset_entries():
-    _ENTRIES.clear()
-    _ENTRIES[StridedMemoryView] = _generic_entry(PROTOCOL_SELF)
-    _ENTRIES.update(_REGISTERED)
+        if previous is None:
+            _used += 1
+        return <PyObject*> entry
+    _install(_ENTRIES)
+    return <PyObject*> entry
 
 
 def set_entries(dict entries):
@@ -685,16 +714,18 @@ def set_entries(dict entries):
     Called by :mod:`interop_core.plugins` whenever what plugins registered changes; the types
     are kept alive by the table.
     """
+    global _REGISTERED, _REGISTERED_AT
     for t, entry in entries.items():
         if not isinstance(t, type):
             raise TypeError(f"table keys must be types, got {t!r}")
         if not isinstance(entry, ReaderEntry):
             raise TypeError(f"table values must be ReaderEntry, got {type(entry).__name__}")
-    _REGISTERED.clear()
-    _REGISTERED.update(entries)
+    registered = dict(entries)
+    registered_at = {<size_t> <PyObject*> t: entry for t, entry in registered.items()}
+    _REGISTERED = registered
+    _REGISTERED_AT = registered_at
     _READONLY_TYPES.clear()
-    _reset_entries()
-    _rebuild()
+    _install(_base_entries())
 
 
 def entry_for(t):
@@ -862,7 +893,10 @@ def _declared_readonly(t):
         # Not viewed through the table yet: resolve plugin declarations for t as view() would.
         if _miss_handler is None:
             from interop_core import plugins  # noqa: F401  (installs the handler on import)
-        if _miss_handler is not None and _miss_handler(t):
+        if _miss_handler is not None:
+            _miss_handler(t)
+            # Asked again whatever the handler answered (another thread's miss may have
+            # registered t while this one waited for the plugins' lock).
             found = _lookup(<PyObject*> t)
     result = found != NULL and (<ReaderEntry> found).readonly
     if len(_READONLY_TYPES) >= MAX_CACHED_TYPES:
@@ -1153,19 +1187,37 @@ cdef object view_object(object obj, object stream):
     return _view_miss(obj, stream)
 
 
-# How many view_if_equivalent calls are running a plugin's reader now.  A reader that reads
-# through a protocol itself (a fallback calling StridedMemoryView.from_dlpack) must get the
-# protocol, not its own type's fast path again: while it runs, from_* take the protocol path.
-# Read and written with the GIL held; a reader that releases it lets another thread's from_*
-# take the protocol path meanwhile, which is slower, never wrong.
-cdef int _readers_running = 0
+# The objects whose plugin reader a view_if_equivalent call is running now, each with its
+# thread.  A reader that reads through a protocol itself (a fallback calling
+# StridedMemoryView.from_dlpack on the object it was handed) must get the protocol, not its own
+# type's fast path again: such a re-entrant from_* of the same object on the same thread takes
+# the protocol path.  Any other call -- another object, or another thread -- takes its own
+# plugin's reader as usual (a protocol path taken for them would bypass that plugin's refusals:
+# torch's DLPack C exchange API drops a negative tensor's bit).  Borrowed pointers, valid while
+# their call runs (each call removes its own); read and written with the GIL held.
+cdef enum:
+    MAX_NESTED_READS = 64       # beyond: re-entrant reads are not told apart (protocol path)
+
+cdef PyObject* _reading_objects[MAX_NESTED_READS]
+cdef PyThreadState* _reading_threads[MAX_NESTED_READS]
+cdef int _n_reading = 0
+
+
+cdef inline bint _being_read(object obj, PyThreadState* thread) noexcept:
+    cdef int i
+    for i in range(_n_reading):
+        if _reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread:
+            return True
+    return _n_reading == MAX_NESTED_READS
 
 
 cdef object view_if_equivalent(object obj, object stream, int protocol):
-    global _readers_running
+    global _n_reading
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef ReaderEntry entry
-    if _readers_running:
+    cdef PyThreadState* thread = PyThreadState_Get()
+    cdef int at, i
+    if _n_reading and _being_read(obj, thread):
         return None
     if found == NULL:
         try:
@@ -1189,7 +1241,10 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
         return _read(entry, obj, stream, 0)     # the protocol's own reader: its answer stands
     cdef StridedMemoryView v
     cdef object refusal = None
-    _readers_running += 1
+    at = _n_reading
+    _reading_objects[at] = <PyObject*> obj
+    _reading_threads[at] = thread
+    _n_reading += 1
     try:
         v = _read(entry, obj, stream, protocol)
     except _NoReaderTook:
@@ -1199,14 +1254,25 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
     except BufferError as exc:
         refusal = exc
     finally:
-        _readers_running -= 1
+        # Calls end in the order they began on one thread, but another thread's call may end
+        # first: remove this call's own entry, wherever it now is.
+        for i in range(_n_reading - 1, -1, -1):
+            if (_reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread):
+                _n_reading -= 1
+                _reading_objects[i] = _reading_objects[_n_reading]
+                _reading_threads[i] = _reading_threads[_n_reading]
+                break
     if refusal is not None:
         # A reader refused the object.  Where the protocol refuses it too, it does so in its
-        # own words, as without the fast path; where the protocol would describe the memory,
-        # the refusal stands: a view the plugin refuses is never made (torch's DLPack export,
-        # its C exchange API above all, hands on a conjugate or negative tensor's memory
-        # without the bit that says what the memory holds).
-        view_by_protocol(protocol, obj, stream)
+        # own words, as without the fast path (the reader's refusal is its cause, shown with
+        # it); where the protocol would describe the memory, the refusal stands: a view the
+        # plugin refuses is never made (torch's DLPack export, its C exchange API above all,
+        # hands on a conjugate or negative tensor's memory without the bit that says what the
+        # memory holds).
+        try:
+            view_by_protocol(protocol, obj, stream)
+        except BaseException as protocol_error:
+            raise protocol_error from refusal
         raise refusal
     if not _same_as_protocol(entry, obj, v, protocol):
         return None
@@ -1261,23 +1327,23 @@ cdef PyObject* _entry_after_miss(object obj) except? NULL:
     cdef ReaderEntry entry
     if _miss_handler is None:
         from interop_core import plugins  # noqa: F401  (installs the handler on import)
-    if _miss_handler is not None and _miss_handler(t):
-        found = _lookup(<PyObject*> t)
-        if found != NULL:
-            return found
+    if _miss_handler is not None:
+        _miss_handler(t)
+    # Asked again whatever the handler answered: another thread's miss of the same type may
+    # have registered it while this one waited for the plugins' lock.
+    found = _lookup(<PyObject*> t)
+    if found != NULL:
+        return found
     for base in t.__mro__[1:]:
         found = _lookup(<PyObject*> base)
         if found != NULL:
             entry = <ReaderEntry> found
             if entry.subclasses and entry.kind != READER_GENERIC and entry.kind != READER_SELF:
-                _cache(t, entry)
-                return found
+                return _cache(t, entry)
     cdef int protocol = choose_protocol(obj)
     if protocol == PROTOCOL_NONE:
         return NULL
-    entry = _generic_entry(protocol)
-    _cache(t, entry)
-    return <PyObject*> entry
+    return _cache(t, _generic_entry(protocol))
 
 
 install_fast_from(view_if_equivalent)
@@ -1417,5 +1483,4 @@ def view(obj, stream=None):
     return _view_miss(obj, stream)
 
 
-_reset_entries()
-_rebuild()
+_install(_base_entries())
