@@ -324,7 +324,7 @@ def test_empty_like_memory_lives_as_long_as_anything_exported_from_it():
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"device": "tpu"}, ValueError, "unknown device"),
     ({"device": (14, 0)}, BufferError, "device type 14"),
-    ({"device": "cuda:x"}, ValueError, "not an integer"),
+    ({"device": "cuda:x"}, ValueError, "not a non-negative integer"),
     ({"layout": "Z"}, ValueError, "order"),
     ({"layout": 3}, TypeError, "layout must be"),
     ({"layout": StridedLayout((2, 2), itemsize=8)}, ValueError, "shape"),

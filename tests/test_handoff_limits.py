@@ -241,8 +241,12 @@ def test_a_layout_beyond_int64_bytes_is_refused_before_torch_sees_it():
         from interop_core import StridedMemoryView
         keep = np.zeros(8)
         for shape, strides in [((2**62,), (1,)), ((4,), (2**61,)), ((2**40, 2**20), (1, 2**40))]:
-            v = StridedMemoryView.from_pointer(keep.ctypes.data, shape, strides, dtype="float64",
-                                               owner=keep)
+            try:
+                v = StridedMemoryView.from_pointer(keep.ctypes.data, shape, strides,
+                                                   dtype="float64", owner=keep)
+            except ValueError as exc:
+                print("int64" in str(exc))      # no such view is ever made
+                continue
             for copy in (None, True, False):
                 try:
                     interop_core.to(v, "torch", copy=copy)
@@ -250,7 +254,7 @@ def test_a_layout_beyond_int64_bytes_is_refused_before_torch_sees_it():
                 except BufferError as exc:
                     print("2**63 bytes" in str(exc))
     """)
-    assert out.split() == ["True"] * 9
+    assert out.split() == ["True"] * 3
 
 
 def test_torch_exporter_called_on_its_own_refuses_negative_strides():
@@ -284,6 +288,37 @@ def test_element_types_torch_lacks_are_buffer_errors(dtype, message):
     """)
     assert "torch cannot import this view" in out and message in out
     assert "Exception raised from" not in out        # torch's C++ trace is not handed on
+
+
+@pytest.mark.parametrize("copy", [None, True])
+def test_a_handoff_torch_refuses_frees_what_it_made(copy):
+    # torch's import fails without running the DLPack tensor's deleter: to() runs it, so the
+    # tensor, the view it held and the source's references are all let go.
+    pytest.importorskip("torch")
+    out = run_isolated(f"""
+        import gc, sys
+        import numpy as np, interop_core
+        from interop_core import StridedMemoryView
+        keep = np.zeros(64, np.uint8)
+        v = StridedMemoryView.from_pointer(keep.ctypes.data, (4,), dtype=(0, 4, 1), owner=keep)
+
+        def fail(n):
+            for _ in range(n):
+                try:
+                    interop_core.to(v, "torch", copy={copy!r})
+                except BufferError:
+                    pass
+            gc.collect()
+
+        fail(5)
+        before = (sys.getrefcount(keep), sys.getrefcount(v),
+                  sum(type(o) is StridedMemoryView for o in gc.get_objects()))
+        fail(50)
+        after = (sys.getrefcount(keep), sys.getrefcount(v),
+                 sum(type(o) is StridedMemoryView for o in gc.get_objects()))
+        print(before == after, before, after)
+    """)
+    assert out.split()[0] == "True", out
 
 
 def test_pinned_host_memory_becomes_a_cpu_tensor_over_the_same_memory():
@@ -322,6 +357,16 @@ def test_jax_with_copy_false_refuses_unaligned_host_memory_instead_of_copying(ja
     message = str(info.value)
     assert "aligned to 64 bytes" in message and hex(a.ctypes.data) in message
     assert "copy=None" in message
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0)])
+def test_jax_gets_an_aligned_copy_of_unaligned_empty_memory_too(jax_x64_off, shape):
+    # jax refuses unaligned host memory even when it holds no element.
+    a = _aligned(16, np.float32, offset=4)[:0].reshape(shape)
+    out = interop_core.to(a, "jax")
+    assert out.shape == shape and out.unsafe_buffer_pointer() % 64 == 0
+    with pytest.raises(BufferError, match="aligned to 64 bytes"):
+        interop_core.to(a, "jax", copy=False)
 
 
 @pytest.mark.parametrize("copy", [None, True])
@@ -390,6 +435,19 @@ def test_jax_device_places_the_result_on_that_host_device_without_a_copy(jax_x64
     copied = interop_core.to(a[::-1], "jax", device=device)
     assert copied.devices() == {devices[3]}
     np.testing.assert_array_equal(np.asarray(copied), a[::-1])
+
+
+def test_a_jax_array_on_another_host_device_handed_to_jax_stays_on_it(jax_x64_off):
+    jax = jax_x64_off
+    devices = jax.devices("cpu")
+    if len(devices) < 4:
+        pytest.skip("needs four jax CPU devices (XLA_FLAGS set before jax started)")
+    x = jax.device_put(np.arange(8, dtype=np.float32), devices[3])
+    for source in (x, view(x)):
+        out = interop_core.to(source, "jax")
+        assert out.devices() == {devices[3]}
+        assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+        np.testing.assert_array_equal(np.asarray(x + out), 2 * np.arange(8))
 
 
 @pytest.mark.parametrize(("device", "message"), [
@@ -528,6 +586,10 @@ def test_dlpack_copy_false_never_copies():
     ({"dl_device": (1.5, 0)}, TypeError, "dl_device must be a"),
     ({"copy": "yes"}, TypeError, "copy must be None, True or False"),
     ({"copy": False, "dl_device": (2, 0)}, BufferError, "copy=False"),
+    ({"stream": 5}, BufferError, "stream must be None or -1"),
+    ({"stream": 5, "copy": True}, BufferError, "stream must be None or -1"),
+    ({"stream": 0, "copy": True}, BufferError, "stream must be None or -1"),
+    ({"stream": 5, "dl_device": (1, 0), "copy": True}, BufferError, "stream must be None or -1"),
 ])
 def test_dlpack_arguments_it_cannot_honour_are_named(kwargs, exc, message):
     with pytest.raises(exc, match=message):

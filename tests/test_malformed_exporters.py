@@ -126,7 +126,8 @@ def test_a_view_that_describes_no_memory_is_never_copied(workers):
     (0, 16, "cpu", "null pointer"),
     (2**64 - 8, 16, "cpu", "past the end of the address space"),
     (4096, 2**63, "cpu", "fit in int64"),
-    (4096, 16, "cuda:-1", "ordinal must be >= 0"),
+    (4096, 16, "cuda:-1", "not a non-negative integer"),
+    (4096, 16, (2, -1), "ordinal must be >= 0"),
     (4096, 16, "cpu:1", "host memory is one device"),
     (4096, 16, (99, 0), "not a DLPack device type"),
     (4096, 16, (-1, 0), "not a DLPack device type"),
@@ -137,15 +138,47 @@ def test_external_memory_that_cannot_be_described_is_refused(ptr, size, device, 
         Buffer.from_handle(ptr, size, device=device)
 
 
-def copy_of_a_view_of_address_0():
-    # from_pointer takes any address (it describes, as the conformance kit's dtype probe does).
+def bytes_of_a_view_of_address_0():
     v = StridedMemoryView.from_pointer(0, (4,), dtype="float32")
-    return interop_core.to(v, "numpy", copy=True)
+    return bytes(v)
 
 
-def test_a_view_of_address_0_is_never_copied(workers):
-    outcome = _outcome(copy_of_a_view_of_address_0, pool=workers)
+def test_a_view_of_elements_at_address_0_is_never_made(workers):
+    outcome = _outcome(bytes_of_a_view_of_address_0, pool=workers)
     assert outcome[:2] == ("raised", "ValueError") and "null address" in outcome[2], outcome
+    # An empty view may have address 0 (nothing is read); dtype probes make such views.
+    assert StridedMemoryView.from_pointer(0, (0, 3), dtype="float32").shape == (0, 3)
+
+
+def test_from_pointer_refuses_offsets_beyond_int64():
+    with pytest.raises(ValueError, match="outside the int64 range"):
+        StridedMemoryView.from_pointer(4096, (3,), strides=(2**62,), dtype="float32")
+
+
+def export_of_an_empty_compat_view(how):
+    import numpy
+
+    from interop_core.compat.cuda_core import StridedMemoryView as CompatView
+
+    v = CompatView()
+    return {"__dlpack__": lambda: v.__dlpack__(),
+            "__dlpack__(max_version)": lambda: v.__dlpack__(max_version=(1, 0)),
+            "__array_interface__": lambda: v.__array_interface__,
+            "memoryview": lambda: memoryview(v),
+            "numpy.from_dlpack": lambda: numpy.from_dlpack(v),
+            "to(numpy)": lambda: interop_core.to(v, "numpy"),
+            "view": lambda: interop_core.view(v),
+            "copy_to": lambda: v.copy_to(numpy.zeros(1, numpy.uint8)),
+            "launch_args": lambda: interop_core.launch_args([v])}[how]()
+
+
+@pytest.mark.parametrize("how", ["__dlpack__", "__dlpack__(max_version)", "__array_interface__",
+                                 "memoryview", "numpy.from_dlpack", "to(numpy)", "view",
+                                 "copy_to", "launch_args"])
+def test_every_export_of_a_view_that_describes_no_memory_is_a_value_error(workers, how):
+    # cuda.core's no-argument StridedMemoryView(), as the migration page says.
+    outcome = _outcome(export_of_an_empty_compat_view, how, pool=workers)
+    assert outcome[:2] == ("raised", "ValueError") and "no element type" in outcome[2], outcome
 
 
 def test_no_stride_in_bytes_overflows():
@@ -201,5 +234,27 @@ def test_classes_made_on_the_fly_and_viewed_are_not_kept_alive_forever():
         StridedMemoryView.from_any(cls())
         made.append(weakref.ref(cls))
         del cls
+    gc.collect()
+    assert sum(ref() is not None for ref in made) <= 4097
+
+
+def test_classes_made_on_the_fly_and_handed_on_read_only_are_not_kept_alive_forever():
+    # to() remembers its read-only warning per source type: as boundedly as every cache.
+    import gc
+    import warnings
+    import weakref
+
+    pytest.importorskip("torch")
+    data = np.zeros(3)
+    data.flags.writeable = False
+    made = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", interop_core.plugins.ReadOnlyHandoffWarning)
+        for i in range(5000):
+            cls = type(f"ReadOnly{i}", (), {"__array_interface__": property(
+                lambda self: data.__array_interface__)})
+            interop_core.to(cls(), "torch")
+            made.append(weakref.ref(cls))
+            del cls
     gc.collect()
     assert sum(ref() is not None for ref in made) <= 4097

@@ -57,7 +57,7 @@ def _dense_strides(shape):
 
 
 def _dlpack_dtype(dtype):
-    return interop_core.StridedMemoryView.from_pointer(0, (1,), dtype=np.dtype(dtype)).dlpack_dtype
+    return interop_core.StridedMemoryView.from_pointer(0, (0,), dtype=np.dtype(dtype)).dlpack_dtype
 
 
 def _type_path():

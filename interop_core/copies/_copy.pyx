@@ -34,6 +34,7 @@ from ..core._layout cimport (
 from ..core._record cimport MAX_NDIM, extents_copy
 from ..core._view cimport (
     StridedMemoryView,
+    check_describes_memory,
     hold_memory,
     install_copy_views,
     knows_producer_stream,
@@ -597,8 +598,8 @@ cdef int copy_views(StridedMemoryView dst, StridedMemoryView src, object stream)
     # raises BufferError for memory freed since: before anything is written).
     hold_memory(src)
     hold_memory(dst)
-    _check_describes_memory(src, "source")
-    _check_describes_memory(dst, "destination")
+    check_describes_memory(src, "copy: the source")
+    check_describes_memory(dst, "copy: the destination")
     if dst.rec.readonly:
         raise BufferError("copy: the destination is read-only")
     if (dst.rec.dtype.code != src.rec.dtype.code or dst.rec.dtype.bits != src.rec.dtype.bits
@@ -684,22 +685,12 @@ cdef bint on_device(StridedMemoryView v, tuple target) noexcept:
                                or v.rec.device_type == kDLCUDAManaged)
 
 
-cdef int _check_describes_memory(StridedMemoryView v, str what) except -1:
-    # A view with no element type or a null address for its elements (one made without a
-    # constructor; a producer's malformed description) is refused before anything is touched.
-    cdef int64_t volume
-    if v.rec.itemsize <= 0:
-        raise ValueError(f"copy: the {what} has no element type (itemsize {v.rec.itemsize})")
-    volume = extents_volume(&v.rec.ext)
-    if v.rec.ptr == 0 and volume != 0:
-        raise ValueError(f"copy: the {what} has a null address for its {volume} element(s)")
-    return 0
 
 
 cdef StridedMemoryView dense_copy(StridedMemoryView view, tuple device, object order,
                                   object stream):
     cdef StridedMemoryView new
-    _check_describes_memory(view, "source")
+    check_describes_memory(view, "copy: the source")
     new = empty_view(view, device, order, stream)
     copy_views(new, view, stream)
     return new

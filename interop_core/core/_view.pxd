@@ -123,6 +123,16 @@ cdef inline int hold_memory(StridedMemoryView v) except -1:
             return (<DeferredKeepalive> v._keepalive).take()
     return 0
 
+# Before a view's memory is exported or copied: ValueError for a view that describes no memory
+# (no element type: cuda.core's StridedMemoryView() with no arguments; address 0 for its
+# elements), naming `what` is refused.  Two comparisons for every other view.
+cdef int refuse_no_memory(StridedMemoryView v, str what) except -1
+
+cdef inline int check_describes_memory(StridedMemoryView v, str what) except -1:
+    if v.rec.itemsize <= 0 or v.rec.ptr == 0:
+        return refuse_no_memory(v, what)
+    return 0
+
 # What keeps the memory behind a reader's keep-alive alive once it is used: a deferred one is
 # taken first (its hold returned); a view's deferred keep-alive likewise; anything else as is.
 cdef inline object used_keepalive(object keepalive):

@@ -59,6 +59,7 @@ from ._layout cimport (
     extents_offset_bounds,
     extents_shape_tuple,
     extents_strides_tuple,
+    extents_validate,
     extents_volume,
     layout_from_extents,
 )
@@ -241,15 +242,17 @@ cdef tuple parse_device(object device):
             f"{device!r}")
     else:
         text = device if isinstance(device, str) else str(device)   # torch.device and alike
-        name, _, index = text.partition(":")
+        name, colon, index = text.partition(":")
         if name not in _DEVICE_BY_NAME:
             raise ValueError(
                 f"unknown device {device!r}; expected one of {sorted(_DEVICE_BY_NAME)} "
                 "optionally followed by ':<ordinal>', or a (device_type, device_id) pair")
-        try:
-            ordinal = int(index) if index else 0
-        except ValueError:
-            raise ValueError(f"device ordinal in {device!r} is not an integer") from None
+        # Digits only, as torch and jax write ordinals: not "cuda:", " 1", "+1" or "01".
+        if colon and not (index.isascii() and index.isdigit()
+                          and (index == "0" or index[0] != "0")):
+            raise ValueError(f"device ordinal in {device!r} is not a non-negative integer "
+                             "written in decimal digits")
+        ordinal = int(index) if colon else 0
         kind = _DEVICE_BY_NAME[name]
     if not _DLPACK_FIRST_DEVICE <= kind <= _DLPACK_LAST_DEVICE or kind in (5, 6):
         raise ValueError(f"device {device!r}: {kind} is not a DLPack device type")
@@ -548,7 +551,8 @@ cdef class StridedMemoryView:
         """A view of memory described piece by piece (the fast constructor for plugin readers).
 
         Nothing is checked against an allocation: the caller vouches that every element the
-        shape and strides reach is valid memory owned by ``owner``.
+        shape and strides reach is valid memory owned by ``owner``.  Only an empty view may
+        have address 0.
 
         Parameters
         ----------
@@ -570,6 +574,12 @@ cdef class StridedMemoryView:
         Returns
         -------
         StridedMemoryView
+
+        Raises
+        ------
+        ValueError
+            For address 0 with elements, an address outside 0 to 2**64, a negative extent, or
+            a shape and strides whose offsets leave the int64 range.
         """
         cdef StridedMemoryView v = view_new()
         cdef DLDataType dt
@@ -599,6 +609,10 @@ cdef class StridedMemoryView:
             raise ValueError(f"shape {shape} has more elements than fit in 64 bits")
         dtype_from_object(dtype, &dt)
         record_set_dtype(&v.rec, dt, True)
+        extents_validate(&v.rec.ext, v.rec.itemsize, 0)
+        if ptr == 0 and extents_volume(&v.rec.ext) != 0:
+            raise ValueError(f"ptr is 0 (a null address) for a view of shape {shape}: only an "
+                             "empty view may have no memory")
         v.rec.ptr = ptr
         if device is not None:
             v.rec.device_type, v.rec.device_id = parse_device(device)
@@ -1005,6 +1019,7 @@ cdef class StridedMemoryView:
         cdef StridedMemoryView copied
         if copy is not None and not isinstance(copy, bool):
             raise TypeError(f"__dlpack__: copy must be None, True or False, got {copy!r}")
+        check_describes_memory(self, "__dlpack__")
         if dl_device is not None:
             try:
                 dev_type, dev_id = dl_device
@@ -1024,12 +1039,12 @@ cdef class StridedMemoryView:
                     f"__dlpack__: the view is on device ({self.rec.device_type}, "
                     f"{self.rec.device_id}); exporting it to {dl_device} needs a copy, and "
                     "copy=False forbids one")
-            if dl_device is not None and dl_device[0] == kDLCPU:
-                if dl_device[1] != 0:
-                    raise BufferError(f"__dlpack__: there is no CPU device {dl_device[1]}")
-                if stream is not None and stream != -1:
-                    raise BufferError("__dlpack__: stream must be None for dl_device=(kDLCPU, "
-                                      f"0) (the copy is complete on return), got {stream!r}")
+            if dl_device is not None and dl_device[0] == kDLCPU and dl_device[1] != 0:
+                raise BufferError(f"__dlpack__: there is no CPU device {dl_device[1]}")
+            if ((dl_device is None and self.rec.device_type == kDLCPU or dl_device is not None
+                 and dl_device[0] == kDLCPU) and stream is not None and stream != -1):
+                raise BufferError("__dlpack__: stream must be None or -1 for a copy in host "
+                                  f"(CPU) memory (it is complete on return), got {stream!r}")
             copied = _copies().export_copy(self, dl_device, stream)
             return export_dlpack(copied, &copied.rec, None, max_version, None, copy, True)
         hold_memory(self)
@@ -1046,6 +1061,7 @@ cdef class StridedMemoryView:
         """dict: CUDA Array Interface v3 (device-accessible memory only)."""
         if not _device_accessible(self.rec.device_type):
             raise AttributeError("__cuda_array_interface__: this view is of host memory")
+        check_describes_memory(self, "__cuda_array_interface__")
         hold_memory(self)
         knows_producer_stream(self)
         return export_cuda_array_interface(&self.rec)
@@ -1055,10 +1071,12 @@ cdef class StridedMemoryView:
         """dict: NumPy array interface v3 (host-accessible memory only)."""
         if not _host_accessible(self.rec.device_type):
             raise AttributeError("__array_interface__: this view is of device memory")
+        check_describes_memory(self, "__array_interface__")
         hold_memory(self)
         return export_array_interface(&self.rec)
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
+        check_describes_memory(self, "the buffer protocol")
         hold_memory(self)
         export_buffer(&self.rec, buf, flags)
         buf.obj = self
@@ -1137,8 +1155,20 @@ cdef ViewRecord* _record_of(object obj) except NULL:
     # Subclasses too (interop_core.compat's views): the record is the same C struct.
     if not isinstance(obj, StridedMemoryView):
         raise TypeError(f"expected a StridedMemoryView, got {type(obj).__name__}")
+    check_describes_memory(<StridedMemoryView> obj, "the DLPack exchange API")
     hold_memory(<StridedMemoryView> obj)    # every caller exports the memory
     return &(<StridedMemoryView> obj).rec
+
+
+cdef int refuse_no_memory(StridedMemoryView v, str what) except -1:
+    cdef int64_t volume
+    if v.rec.itemsize <= 0:
+        raise ValueError(f"{what}: the view has no element type (itemsize {v.rec.itemsize}): it "
+                         "describes no memory (a StridedMemoryView made with no arguments)")
+    volume = extents_volume(&v.rec.ext)
+    if v.rec.ptr == 0 and volume != 0:
+        raise ValueError(f"{what}: the view has a null address for its {volume} element(s)")
+    return 0
 
 
 cdef object _view_from_record(ViewRecord* rec, object keepalive, object owner):

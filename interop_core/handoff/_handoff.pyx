@@ -25,7 +25,7 @@ from cpython.ref cimport Py_TYPE
 from cpython.type cimport PyType_IsSubtype
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
-from ..core._record cimport ViewRecord, extents_free, record_init
+from ..core._record cimport MAX_CACHED_TYPES, ViewRecord, extents_free, record_init
 from ..core._view cimport StridedMemoryView, hold_memory
 from ..registry._registry cimport CExporter, export_record, read_unordered, view_object
 from ._limits cimport (
@@ -154,8 +154,10 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
         Where the result must live, as the array API's ``from_dlpack(x, device=)``:
         ``"cpu"``, ``"cuda:1"``, a DLPack ``(device_type, device_id)`` pair, or a framework's
         device object whose ``str()`` is such a name (``torch.device``); for jax also its
-        device objects and ``"cpu:N"`` (jax's host devices).  None: ``obj``'s device.  Another
-        device means a copy (made on ``stream``; see the "Copies" page).  A device the target
+        device objects and ``"cpu:N"`` (jax's host devices).  None: ``obj``'s device (host
+        memory is one DLPack device: a jax array on jax's CPU device N handed to jax zero-copy
+        stays on it; a copy of host memory lands on the target's first host device unless
+        ``device=`` names another).  Another device means a copy (made on ``stream``; see the "Copies" page).  A device the target
         does not have raises ``ValueError``.  Not for shards, which stay on their devices.
     copy : bool, optional
         As ``from_dlpack(x, copy=)``: True always hands over new memory, False never copies
@@ -399,6 +401,8 @@ cdef int _warn_read_only(object obj, object name) except -1:
         key = (t, name)
         message = _READ_ONLY_MESSAGES.get(key)
         if message is None:
+            if len(_READ_ONLY_MESSAGES) >= MAX_CACHED_TYPES:
+                _READ_ONLY_MESSAGES.clear()     # it keeps the types alive: bounded as all are
             message = _READ_ONLY_MESSAGES[key] = (
                 f"to({t.__name__}, {name!r}): the source is read-only but {name} objects "
                 "cannot be; the result shares its memory, so do not write through it")
@@ -406,6 +410,8 @@ cdef int _warn_read_only(object obj, object name) except -1:
     if _filters_changed() or _last_ignored < 0:
         ignored = _IGNORED.get(_last_message)
         if ignored is None:
+            if len(_IGNORED) >= MAX_CACHED_TYPES:
+                _IGNORED.clear()        # one entry per message: bounded as the messages are
             ignored = _IGNORED[_last_message] = _first_filter_ignores(_last_message)
         _last_ignored = 1 if ignored else 0
     if _last_ignored:

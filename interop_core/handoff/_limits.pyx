@@ -289,12 +289,13 @@ cdef int layout_problem(ImportLimits limits, const ViewRecord* rec) noexcept:
     cdef bint overflow = False
     if bits == 0:
         return 0
-    # One pass: an empty view (nothing is read: any layout and address will do), the span
-    # (a view beyond int64 bytes describes no memory), negative and zero strides.
+    # One pass: an empty view (nothing is read: any layout will do, but not any address --
+    # jax refuses unaligned host memory even for no elements), the span (a view beyond int64
+    # bytes describes no memory), negative and zero strides.
     for i in range(rec.ext.ndim):
         extent = rec.ext.shape[i]
         if extent == 0:
-            return 0
+            return _alignment_problem(limits, rec, bits)
         if extent == 1:
             continue
         stride = rec.ext.strides[i]
@@ -317,6 +318,10 @@ cdef int layout_problem(ImportLimits limits, const ViewRecord* rec) noexcept:
         return LIMIT_C_CONTIGUOUS
     if bits & LIMIT_OVERLAPPING and not _is_unique(rec):
         return LIMIT_OVERLAPPING
+    return _alignment_problem(limits, rec, bits)
+
+
+cdef inline int _alignment_problem(ImportLimits limits, const ViewRecord* rec, int bits) noexcept:
     if (bits & LIMIT_ALIGNMENT and (rec.device_type == KDL_CPU or rec.device_type == KDL_CUDA_HOST
                                     or rec.device_type == KDL_ROCM_HOST)
             and rec.ptr % <uint64_t> limits.host_alignment):

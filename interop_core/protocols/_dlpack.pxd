@@ -43,11 +43,6 @@ cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* 
 # (the capsule still owns it), and whether it is read-only; BufferError for anything else.
 cdef DLTensor* unconsumed_tensor(object capsule, bint* readonly) except NULL
 
-# `target`'s object over `rec`'s memory through target.__dlpack_c_exchange_api__'s
-# managed_tensor_to_py_object_no_sync (a versioned tensor whose manager context keeps
-# `keepalive` alive).  TypeError when `target` has no usable table.
-cdef object py_object_via_exchange_api(type target, object keepalive, ViewRecord* rec)
-
 # (device_type, device_id) for __dlpack_device__.
 cdef tuple export_dlpack_device(ViewRecord* rec)
 

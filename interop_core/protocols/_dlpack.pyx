@@ -740,32 +740,6 @@ cdef object legacy_capsule_for_immutable_consumer(object keepalive, ViewRecord* 
         raise
 
 
-cdef object py_object_via_exchange_api(type target, object keepalive, ViewRecord* rec):
-    cdef const DLPackExchangeAPI* api = _lookup_exchange_api(target)
-    cdef DLManagedTensorVersioned* mt
-    cdef void* out = NULL
-    if api == NULL:
-        raise TypeError(
-            f"{target.__name__} has no usable DLPack C exchange API: {_API_BY_TYPE[target][2]}")
-    if api.managed_tensor_to_py_object_no_sync == NULL:
-        raise TypeError(f"{target.__name__}'s DLPack exchange API cannot make objects")
-    mt = _new_versioned(keepalive, rec, min(<uint32_t> DLPACK_MINOR, api.header.version.minor))
-    if api.managed_tensor_to_py_object_no_sync(mt, &out) != 0:
-        # The producer owns the tensor once called (it may already have run the deleter), so
-        # it is not deleted here: at worst one reference to `keepalive` leaks on this error.
-        _propagate_error()
-    if out == NULL:
-        raise BufferError(f"{target.__name__}'s DLPack exchange API returned no object")
-    return _steal(out)
-
-
-cdef extern from *:
-    """
-    static inline PyObject* ic_steal(void* o) { return (PyObject*) o; }
-    """
-    object _steal "ic_steal"(void* o)
-
-
 cdef tuple export_dlpack_device(ViewRecord* rec):
     return (rec.device_type, rec.device_id)
 

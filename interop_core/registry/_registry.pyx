@@ -1475,6 +1475,13 @@ def view(obj, stream=None):
     ------
     TypeError
         If nothing can read ``obj``; the message names its type and what was tried.
+    ValueError
+        If ``obj`` describes its memory in a way no view can hold (a malformed interface
+        dict, an element format with no DLPack type, offsets beyond int64), naming the field
+        and the value.
+    BufferError
+        If ``obj``'s plugin or protocol refuses to hand its memory out (a deleted jax array,
+        a torch tensor with its negative bit set, memory on another process's device).
     """
     # view_object's body, spelled out: a call less on the hottest path.
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))

@@ -197,8 +197,8 @@ def to_jax(view not None, stream=None, device=None):
     device : jax.Device, optional
         The jax device to import onto (what :func:`resolve_device` returned for ``to(...,
         device=)``): one of jax's host devices for host memory, the GPU the memory is on for
-        device memory.  None: the device the memory is on (host memory: jax's first CPU
-        device).
+        device memory.  None: the device the memory is on (host memory: the CPU device of
+        the jax array the view is of, else jax's first CPU device).
 
     Returns
     -------
@@ -249,6 +249,8 @@ def to_jax(view not None, stream=None, device=None):
             f"jax imports only host memory aligned to {JAX_HOST_ALIGNMENT} bytes without a "
             f"copy; this view's address is {view.ptr:#x} (interop_core.to(x, 'jax') hands jax "
             "an aligned copy)")
+    if device is None and device_type == KDL_CPU:
+        device = _host_device_of(view.owner)
     if device is not None:
         target = _device_target(view, device)
     else:
@@ -271,6 +273,25 @@ def to_jax(view not None, stream=None, device=None):
 
 cdef enum:
     JAX_HOST_ALIGNMENT = 64      # jax's CPU backend aliases host memory only at this alignment
+
+
+cdef object _host_device_of(object owner):
+    """The jax CPU device a view's owner lives on, or None (not a single-device jax array).
+
+    DLPack numbers every host device 0, so a view of an array on jax's CPU device 3 says
+    (kDLCPU, 0): without this, to(x, "jax") of it would land on jax's first CPU device, and
+    mixing the result with x would fail ("incompatible devices").
+    """
+    if _accessor_type is None or type(owner) is not _accessor_type:
+        return None
+    try:
+        devices = owner.devices()
+    except Exception:
+        return None     # deleted: the import names the problem
+    if len(devices) != 1:
+        return None
+    device = next(iter(devices))
+    return device if device.platform == "cpu" else None
 
 
 cdef object _device_target(object view, object device):
@@ -375,15 +396,17 @@ def resolve_device(device):
         ordinal = int(ordinal)
     else:
         text = device if isinstance(device, str) else str(device)
-        name, _, index = text.partition(":")
+        name, colon, index = text.partition(":")
         platform = _DEVICE_PLATFORMS.get(name)
         if platform is None:
             raise ValueError(f"unknown device {device!r} for jax; expected a jax device, 'cpu', "
                              "'cpu:N', 'cuda:N', 'rocm:N' or a (device_type, device_id) pair")
-        try:
-            ordinal = int(index) if index else 0
-        except ValueError:
-            raise ValueError(f"device ordinal in {device!r} is not an integer") from None
+        # Digits only, as jax writes ordinals (the core's parse_device's rule).
+        if colon and not (index.isascii() and index.isdigit()
+                          and (index == "0" or index[0] != "0")):
+            raise ValueError(f"device ordinal in {device!r} is not a non-negative integer "
+                             "written in decimal digits")
+        ordinal = int(index) if colon else 0
     if ordinal < 0:
         raise ValueError(f"device={device!r}: the ordinal must be >= 0")
     try:

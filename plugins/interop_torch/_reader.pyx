@@ -40,6 +40,7 @@
 
 from cpython.object cimport PyObject
 from cpython.exc cimport PyErr_Occurred
+from cpython.ref cimport Py_REFCNT
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memset
@@ -1554,6 +1555,7 @@ def to_torch(view, stream=None):
     cdef void* out = NULL
     cdef DLTensor* described
     cdef int refused
+    cdef Py_ssize_t held_by_tensor
     if type(view) is not StridedMemoryView:
         raise TypeError(f"to_torch() takes a StridedMemoryView, got {type(view).__name__}")
     if _export_path != EXPORT_EXCHANGE_API:
@@ -1578,8 +1580,15 @@ def to_torch(view, stream=None):
     # Offer torch no newer DLPack minor version than its table declares.
     if (<ManagedTensorVersionedHead*> tensor).version.minor > _torch_minor:
         (<ManagedTensorVersionedHead*> tensor).version.minor = _torch_minor
-    # torch owns the tensor once called (it may already have run the deleter on failure).
+    # torch owns the tensor once its call succeeds.  On failure (a dtype or device torch does
+    # not have) torch 2.x returns -1 without running the deleter, which would leak the tensor
+    # and the view it holds; a torch that does run it must not see it run twice.  The tensor's
+    # deleter drops the one reference it holds to `view` (its manager_ctx): the view's count
+    # tells which happened, and the deleter runs here only if torch did not run it.
+    held_by_tensor = Py_REFCNT(view)
     if _torch_table.managed_tensor_to_py_object_no_sync(tensor, &out) != 0:
+        if Py_REFCNT(view) == held_by_tensor:
+            (<ManagedTensorVersioned*> tensor).deleter(<ManagedTensorVersioned*> tensor)
         try:
             _raise_pending("torch's managed_tensor_to_py_object_no_sync")
         except RuntimeError as exc:     # c10::Error: a dtype or device torch does not have
