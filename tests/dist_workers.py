@@ -164,6 +164,8 @@ def dtensor_suite(rank: int, world: int, port: int, device: str) -> dict:
         _record(results, "assemble_dtensor_from_local_pieces", lambda: from_pieces([Shard(0)]))
         _record(results, "assemble_with_other_placements_is_an_error",
                 lambda: from_pieces([Shard(1)]))
+        _record(results, "assemble_with_placements_that_are_not_placements",
+                lambda: from_pieces(["Shard(0)"]))
     dist.barrier()
     dist.destroy_process_group()
     return results

@@ -317,6 +317,9 @@ class Opaque:
     ([1.5], {"scalar_types": ("int32",)}, TypeError, r"argument 0 is a float but scalar_types"),
     ([300], {"scalar_types": ("uint8",)}, ValueError, r"argument 0 \(int\) is 300, outside"),
     ([1e300], {"scalar_types": ("float32",)}, ValueError, "too large for float32"),
+    ([2**1024], {"scalar_types": ("float32",)}, ValueError, r"argument 0 \(int\) is .*too large"),
+    ([2**1024], {"scalar_types": ("float64",)}, ValueError, r"argument 0 \(int\) is .*too large"),
+    ([None], {"scalar_types": ("float32",)}, ValueError, r"argument 0 is None, but scalar_types"),
     ([np.zeros(2)], {"scalar_types": ("float32",)}, ValueError, r"argument 0 \(numpy.ndarray\) is "
                                                                  "not a scalar"),
     ([1.0], {"scalar_types": ("float128",)}, ValueError, r"scalar_types\[0\] must be None or one"),
@@ -328,7 +331,8 @@ class Opaque:
     ([np.zeros(2)], {"writable": "yes"}, TypeError, "writable must be a bool or a collection"),
     ([np.zeros(2)], {"stream": "default"}, TypeError, "stream must be"),
 ], ids=["unviewable", "complex", "int-too-big", "int-too-small", "bad-key", "not-a-sequence",
-        "float-as-int", "uint8-range", "float32-overflow", "tensor-typed-scalar", "unknown-ctype",
+        "float-as-int", "uint8-range", "float32-overflow", "int-beyond-float32",
+        "int-beyond-float64", "none-typed-scalar", "tensor-typed-scalar", "unknown-ctype",
         "scalar-types-length", "scalar-types-str", "writable-scalar", "writable-range",
         "writable-str", "bad-stream"])
 def test_bad_input_is_a_clear_error_naming_the_argument(args, kwargs, error, match):

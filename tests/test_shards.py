@@ -814,6 +814,18 @@ def test_host_shards_take_a_per_device_stream_dict_without_ordering():
     assert len(Shards.from_pieces((4, 2), pieces, stream={})) == 2
 
 
+@pytest.mark.parametrize("target", ["numpy", "jax"])
+@pytest.mark.parametrize(("stream", "error"), [
+    ("bad", TypeError), (1.5, TypeError), (-7, ValueError), ({0: "bad"}, TypeError),
+    ({"0": 5}, TypeError), ({-1: 5}, TypeError)])
+def test_a_malformed_stream_for_host_shards_is_refused_as_for_one_view(target, stream, error):
+    if target == "jax":
+        pytest.importorskip("jax")
+    found = interop_core.shards(np.zeros((4, 2), np.float32))
+    with pytest.raises(error, match="stream"):
+        interop_core.to(found, target, stream=stream)
+
+
 def test_stream_for_device_picks_each_cuda_devices_stream():
     from interop_core.shards import stream_for_device
 
@@ -872,13 +884,18 @@ BAD_PIECES = {
     "same block, same replica": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), 1),
                                           (_ROW, (slice(0, 2), slice(None)), 1)],
                                  ValueError, "same replica id 1"),
+    "same empty block, same replica": ((0, 3), [(_ROW[:0], (slice(0, 0), slice(None)), 0),
+                                                (_ROW[:0], (slice(0, 0), slice(None)), 0)],
+                                       ValueError, "same replica id 0"),
+    "bounds beyond int64": ((2, 3), [(_ROW, (slice(2**64, 2**64 + 2), slice(None)))],
+                            ValueError, r"does not lie within 0:2"),
     "negative replica": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), -1)], ValueError,
                          "negative"),
     "a piece of four items": ((2, 3), [(_ROW, (slice(0, 2), slice(None)), 0, 0)], TypeError,
                               "got 4 items"),
     "a piece that is no shard": ((2, 3), [object()], TypeError, "replica_id attributes"),
     "data that cannot be viewed": ((2, 3), [(object(), (slice(0, 2), slice(None)))],
-                                   TypeError, "cannot view"),
+                                   TypeError, "shard 0: its data cannot be viewed"),
     "no pieces and no dtype": ((2, 3), [], ValueError, "pass dtype="),
     "a negative extent": ((-1, 3), [], ValueError, "negative extent"),
 }

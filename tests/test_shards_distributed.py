@@ -108,6 +108,14 @@ def test_placements_that_do_not_match_the_shards_are_a_value_error(dtensor_ranks
     assert "do not match the shards given" in seen["message"]
 
 
+@pytest.mark.parametrize("rank", RANKS)
+def test_placements_that_are_not_torch_placements_are_a_type_error(dtensor_ranks, rank):
+    seen = dtensor_ranks[1][rank]["assemble_with_placements_that_are_not_placements"]
+    assert not seen["ok"] and seen["error"] == "TypeError"
+    assert "placements[0] must be a torch Placement" in seen["message"]
+    assert "'Shard(0)'" in seen["message"]
+
+
 @pytest.fixture(scope="module", params=_devices("jax"))
 def jax_processes(request, tmp_path_factory):
     jax = pytest.importorskip("jax")

@@ -198,6 +198,12 @@ def test_writable_must_name_runtime_parameters():
         interop_core.triton_kernel(lambda: None)
 
 
+@pytest.mark.parametrize("writable", [5, True, None, ("out_ptr", 3)])
+def test_writable_that_is_not_names_is_a_type_error_naming_it(writable):
+    with pytest.raises(TypeError, match=r"triton_kernel\(writable=...\) takes parameter names"):
+        interop_core.triton_kernel(add, writable=writable)
+
+
 def _fresh(code: str) -> dict:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=300)

@@ -766,10 +766,12 @@ cdef StridedMemoryView _as_view(object obj, str what):
         return <StridedMemoryView> obj
     from ..registry._registry import view
 
+    # The error keeps its class: TypeError (nothing can view it), ValueError (a malformed
+    # description), BufferError (memory its producer will not hand out: deleted, refused).
     try:
         return view(obj)
-    except (TypeError, BufferError) as exc:
-        raise TypeError(f"{what} must be a StridedMemoryView or an object view() accepts: "
+    except (TypeError, ValueError, BufferError) as exc:
+        raise type(exc)(f"{what} must be a StridedMemoryView or an object view() accepts: "
                         f"{exc}") from None
 
 

@@ -208,7 +208,9 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
             raise TypeError("to(shards, ...) takes no device= or copy=: every shard stays on "
                             "its own device, zero-copy (copy a shard's view to move it)")
         from ..shards._assemble import assemble
+        from ..shards._shards import check_stream_argument
 
+        check_stream_argument(stream)
         return assemble(obj, target, stream, options)
     if options:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(options)}: options such "

@@ -181,8 +181,8 @@ cdef int _store_scalar(LaunchArgs r, Py_ssize_t i, object obj, int want) except 
         return 0
     r.ctypes[i] = want
     if want == CT_FLOAT16 or want == CT_FLOAT32 or want == CT_FLOAT64:
-        as_double = PyFloat_AsDouble(obj) if is_float else PyLong_AsDouble(obj)
         try:
+            as_double = PyFloat_AsDouble(obj) if is_float else PyLong_AsDouble(obj)
             if want == CT_FLOAT64:
                 (<double*> p)[0] = as_double
             elif want == CT_FLOAT32:
@@ -339,6 +339,9 @@ cdef LaunchArgs build_launch_args(object args, object stream, int policy, object
                 r.pointers[i] = &r.values[i]
                 nwords += 1
             elif item == <PyObject*> None:
+                if narrow != NULL and narrow[i] != 0:
+                    raise ValueError(f"{r._label(i)} is None, but scalar_types[{i}] is "
+                                     f"{_CTYPE_NAMES[narrow[i]]!r}: pass a value of that type")
                 r.kinds[i] = ARG_NONE
                 r.values[i] = 0
                 r.pointers[i] = NULL

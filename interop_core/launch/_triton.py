@@ -84,7 +84,8 @@ def triton_kernel(kernel, *, writable=()):
     ImportError
         Where Triton is not installed (``pip install triton``).
     TypeError
-        If ``kernel`` is not a Triton kernel.
+        If ``kernel`` is not a Triton kernel, or ``writable`` is not a str or a sequence of
+        str.
     ValueError
         If ``writable`` names something that is not a runtime parameter.
     """
@@ -94,7 +95,15 @@ def triton_kernel(kernel, *, writable=()):
 
     if isinstance(writable, str):
         writable = (writable,)
-    writable = tuple(writable)
+    try:
+        writable = tuple(writable)
+    except TypeError:
+        raise TypeError(f"triton_kernel(writable=...) takes parameter names (a str or a "
+                        f"sequence of str), got {writable!r}") from None
+    for name in writable:
+        if not isinstance(name, str):
+            raise TypeError(f"triton_kernel(writable=...) takes parameter names, got "
+                            f"{name!r} ({type(name).__name__}) among {writable!r}")
     jit = kernel
     while not isinstance(jit, JITFunction) and isinstance(getattr(jit, "fn", None),
                                                           KernelInterface | JITFunction):

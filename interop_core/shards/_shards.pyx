@@ -22,20 +22,21 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 cimport cython
 from cpython.number cimport PyNumber_Index
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, intptr_t
 from libc.stdlib cimport free, malloc
 
 from ..core._dlpack_abi cimport DLDataType
 from ..core._dtypes cimport describe_dtype, dtype_from_object, dtype_to_numpy
 from ..core._view cimport StridedMemoryView
+from ..cuda._streams cimport canonical_stream
 
 from ..registry._registry cimport view_object
 
 from ..registry import _validation
 
-__all__ = ["Shard", "Shards", "ShardLayout", "shards", "stream_for_device", "ShardedEntry",
-           "new_sharded_entry", "compare_shards", "set_sharded_types", "sharded_entry_for",
-           "set_miss_handler"]
+__all__ = ["Shard", "Shards", "ShardLayout", "shards", "check_stream_argument",
+           "stream_for_device", "ShardedEntry", "new_sharded_entry", "compare_shards",
+           "set_sharded_types", "sharded_entry_for", "set_miss_handler"]
 
 cdef extern from "Python.h":
     bint PySlice_Check(object o)
@@ -65,6 +66,29 @@ cdef object stream_for(object stream, int device_type, int device_id):
 
 
 cdef object _MISSING = object()   # module-owned sentinel: "no such key"
+
+
+def check_stream_argument(stream):
+    """Refuse a malformed ``stream=`` of ``to(shards, ...)`` (one stream, or a dict of them by
+    CUDA device id) as one view's is refused, whatever devices the shards are on.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for a view's ``stream=``; for a dict, naming the key.
+    """
+    cdef intptr_t handle = 0
+    if type(stream) is not dict:
+        canonical_stream(stream, &handle)
+        return
+    for device_id, each in (<dict> stream).items():
+        if type(device_id) is not int or device_id < 0:
+            raise TypeError(f"stream is a dict of per-device streams, keyed by CUDA device id "
+                            f"(an int >= 0), got the key {device_id!r}")
+        try:
+            canonical_stream(each, &handle)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"stream[{device_id}]: {exc}") from None
 
 
 def stream_for_device(stream, device):
@@ -177,7 +201,7 @@ cdef tuple _checked_index(object index, tuple shape, Py_ssize_t k, int64_t* star
     whether it already says slice(start, stop) everywhere."""
     cdef Py_ssize_t ndim = PyTuple_GET_SIZE(shape)
     cdef Py_ssize_t d
-    cdef int64_t start, stop, extent
+    cdef int64_t extent
     cdef PySliceObject* s
     cdef bint rebuild = False
     if type(index) is not tuple:
@@ -199,15 +223,15 @@ cdef tuple _checked_index(object index, tuple shape, Py_ssize_t k, int64_t* star
             raise ValueError(f"shard {k}: index[{d}] = {item} has a step; shards are "
                              "contiguous blocks")
         try:
-            start = 0 if <object> s.start is None else PyNumber_Index(<object> s.start)
-            stop = extent if <object> s.stop is None else PyNumber_Index(<object> s.stop)
-        except (TypeError, OverflowError):
+            start_at = 0 if <object> s.start is None else PyNumber_Index(<object> s.start)
+            stop_at = extent if <object> s.stop is None else PyNumber_Index(<object> s.stop)
+        except TypeError:
             raise TypeError(f"shard {k}: index[{d}] = {item} must have integer bounds") from None
-        if not (0 <= start <= stop <= extent):
+        if not (0 <= start_at <= stop_at <= extent):
             raise ValueError(f"shard {k}: index[{d}] = {item} does not lie within 0:{extent} "
                              f"(global shape {shape})")
-        starts[d] = start
-        stops[d] = stop
+        starts[d] = start_at
+        stops[d] = stop_at
         if <object> s.start is None or <object> s.stop is None or <object> s.step is not None:
             rebuild = True
     normalized[0] = not rebuild
@@ -248,7 +272,8 @@ cdef int _check_tiling(ShardLayout layout) except -1:
                 hi = stops[i * ndim + d] if stops[i * ndim + d] < stops[j * ndim + d] else stops[j * ndim + d]
                 if lo >= hi:
                     overlap = False
-            if volume == 0 or not overlap:
+            # Empty blocks overlap nothing, but equal ones still need distinct replica ids.
+            if not same and (volume == 0 or not overlap):
                 continue
             if same:
                 if layout._replicas[i] == layout._replicas[j]:
@@ -349,7 +374,10 @@ cdef Shards layout_shards(ShardLayout layout, object data, object stream,
         if stream is None and type(item) is StridedMemoryView:
             v = <StridedMemoryView> item      # what view() returns for a view (compiled plugins)
         else:
-            v = _view_ordered(item, stream)
+            try:
+                v = _view_ordered(item, stream)
+            except (TypeError, ValueError, BufferError) as exc:
+                raise type(exc)(f"shard {k}: its data cannot be viewed: {exc}") from exc
         starts = layout._starts + k * ndim
         stops = layout._stops + k * ndim
         if v.rec.ext.ndim != ndim:

@@ -55,9 +55,16 @@ def refuse_dtensor(tensor, stream=None):
 def _check_placements(placements, ndim: int) -> list:
     """Normalised placements (non-negative shard dims); ValueError for unsupported ones."""
     from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.placement_types import Placement
 
+    if isinstance(placements, str) or not hasattr(placements, "__iter__"):
+        raise TypeError(f"placements must be a sequence of torch Placement objects (Shard(dim), "
+                        f"Replicate()), got {placements!r}")
     out = []
     for mesh_dim, p in enumerate(placements):
+        if not isinstance(p, Placement):
+            raise TypeError(f"placements[{mesh_dim}] must be a torch Placement (Shard(dim), "
+                            f"Replicate()), got {p!r} ({type(p).__name__})")
         if p.is_partial():
             raise ValueError(
                 f"placement {p} on mesh dimension {mesh_dim}: every rank holds a partial value "
