@@ -1,6 +1,6 @@
 """Type stub for interop_core.compat._cuda_core (compiled; see interop_core.compat.cuda_core)."""
 
-from typing import Any
+from typing import Any, final
 
 from ..core._view import StridedMemoryView as _CoreView
 
@@ -19,9 +19,10 @@ class StridedMemoryView(_CoreView):
     @staticmethod
     def from_any_interface(obj: Any, stream_ptr: int | None = None) -> StridedMemoryView: ...
     @staticmethod
-    def from_buffer(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
-                    *, itemsize: int | None = None, dtype: Any = None,
-                    is_readonly: bool = False) -> StridedMemoryView: ...
+    def from_buffer(  # type: ignore[override]
+            buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+            *, itemsize: int | None = None, dtype: Any = None,
+            is_readonly: bool = False) -> StridedMemoryView: ...
     @property
     def strides(self) -> tuple[int, ...] | None: ...  # type: ignore[override]
     @property
@@ -88,6 +89,7 @@ class StridedLayout:
     def sliced(self, slices: Any) -> StridedLayout: ...
     def __getitem__(self, slices: Any) -> StridedLayout: ...
 
+@final
 class _StridedMemoryViewProxy:
     obj: Any
     has_dlpack: bool

@@ -1,6 +1,7 @@
 """Type stub for the compiled StridedLayout module (see _layout.pyx for the full docs)."""
 
 from collections.abc import Sequence
+from types import EllipsisType
 from typing import Any, Literal, SupportsIndex, final
 
 __all__ = ["AxisError", "StridedLayout"]
@@ -10,9 +11,9 @@ _Order = Literal["C", "F"] | Sequence[SupportsIndex]
 _Key = (
     SupportsIndex
     | slice
-    | type(Ellipsis)
+    | EllipsisType
     | None
-    | tuple[SupportsIndex | slice | type(Ellipsis) | None, ...]
+    | tuple[SupportsIndex | slice | EllipsisType | None, ...]
 )
 
 class AxisError(ValueError, IndexError):
@@ -134,7 +135,7 @@ class StridedLayout:
         axis: SupportsIndex = -1,
     ) -> int:
         """The largest divisor of max_itemsize that repacked accepts."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
     def __copy__(self) -> StridedLayout: ...

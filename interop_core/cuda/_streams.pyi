@@ -1,4 +1,6 @@
 from typing import Any
 
+__all__ = ["resolve_consumer_stream", "set_stream_types"]
+
 def resolve_consumer_stream(stream: Any) -> int | None: ...
 def set_stream_types(handles: dict[type, tuple[Any, bool]]) -> None: ...

@@ -17,6 +17,7 @@ class ImportLimits:
     check: Callable[[Any], str | None] | None
     check_dtypes: tuple[tuple[int, int, int], ...] | None
     resolve_device: Callable[[Any], tuple[int, int, Any]] | None
+    name: str | None
 
     def __init__(self, *, negative_strides: bool = True, zero_strides: bool = True,
                  overlapping: bool = True, layout: str = "strided", host_alignment: int = 1,

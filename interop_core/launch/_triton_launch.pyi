@@ -1,18 +1,21 @@
 from collections.abc import Callable
-from typing import Any
+from typing import Any, final
 
 from ..core._key import LaunchKey
 
 __all__ = ["CompiledLaunch", "TritonKernel"]
 
+@final
 class CompiledLaunch:
     kernel: Any
     device: int
     layout: tuple[str, ...]
 
+@final
 class _Grid:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
+@final
 class TritonKernel:
     fn: Any
     name: str

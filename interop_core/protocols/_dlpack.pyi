@@ -2,8 +2,11 @@
 # (see _dlpack.pxd); StridedMemoryView exposes them as from_dlpack / __dlpack__ /
 # __dlpack_device__ / __dlpack_c_exchange_api__.
 
+from typing import final
+
 __all__ = ["DLPackTensorHolder"]
 
+@final
 class DLPackTensorHolder:
     """Owner of one consumed DLPack tensor; calls the producer's deleter exactly once."""
 

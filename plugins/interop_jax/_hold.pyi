@@ -1,6 +1,6 @@
 """Holds: jax's external reference on a buffer, for as long as a view or export of it lives."""
 
-from typing import Any
+from typing import Any, final
 
 __all__ = ["BufferHold", "PendingHold"]
 
@@ -11,6 +11,7 @@ class BufferHold:
     def array(self) -> Any:
         """The jax array whose buffer is held."""
 
+@final
 class PendingHold:
     """What a view of a jax array made without a hold needs to take one at its first use (the
     state of the core's ``DeferredKeepalive``)."""

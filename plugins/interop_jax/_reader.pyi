@@ -3,7 +3,7 @@ functions (see ``_read``, ``_validation``, ``_shards_read``, ``_hold``)."""
 
 from typing import Any
 
-from interop_core import StridedMemoryView
+from interop_core import ImportLimits, StridedMemoryView
 
 from ._hold import BufferHold as BufferHold
 from ._read import producer_stream as producer_stream
@@ -19,8 +19,17 @@ __all__ = ["reader_capsule", "read_with_dlpack", "prepare", "canaries", "produce
            "to_jax", "export_status", "read_shards", "prepare_shards", "shard_canaries",
            "BufferHold"]
 
-def to_jax(view: StridedMemoryView, stream: Any = None) -> Any:
+def to_jax(view: StridedMemoryView, stream: Any = None, device: Any = None) -> Any:
     """A ``jax.Array`` over the memory of ``view`` (same pointer), keeping ``view`` alive."""
+
+def x64_refusal(view: StridedMemoryView) -> str | None:
+    """Why jax cannot take ``view`` as it is configured (a 64-bit type without x64), or None."""
+
+def resolve_device(device: Any) -> tuple[int, int, Any]:
+    """Where ``to(x, "jax", device=device)`` puts the result: ``(type, id, jax device)``."""
+
+def import_limits() -> ImportLimits:
+    """The :class:`interop_core.ImportLimits` of ``to(x, "jax")``."""
 
 def export_status() -> dict[str, tuple[bool, str]]:
     """The once-per-platform checks of ``to(x, "jax")``'s direct import made so far."""

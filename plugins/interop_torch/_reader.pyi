@@ -2,10 +2,11 @@
 
 from typing import Any
 
-from interop_core import StridedMemoryView
+from interop_core import ImportLimits, StridedMemoryView
 
 __all__ = ["reader_capsule", "read_checked", "prepare", "canaries", "aoti_producer_stream",
-           "to_torch", "equivalence_check_capsule"]
+           "to_torch", "import_limits", "export_rule_capsule", "export_rule_status",
+           "equivalence_check_capsule"]
 
 def reader_capsule() -> Any:
     """The AOTI reader, as the capsule ``registry.add_type(reader=...)`` takes (ABI v2)."""
@@ -28,6 +29,15 @@ def equivalence_check_capsule() -> Any:
 
 def to_torch(view: StridedMemoryView, stream: object = None) -> Any:
     """A ``torch.Tensor`` over the memory of ``view``, through the DLPack C exchange API."""
+
+def import_limits() -> ImportLimits:
+    """The :class:`interop_core.ImportLimits` of ``to(x, "torch")``."""
+
+def export_rule_status() -> dict[str, Any] | None:
+    """How torch's export rule tells tensors that require grad (``None`` before its first use)."""
+
+def export_rule_capsule() -> Any:
+    """torch's export rule (``registry.add_export_rule``): refuses tensors that require grad."""
 
 def _set_keyset_detection(enabled: bool) -> bool: ...
 def _set_field_reads(enabled: bool) -> bool: ...
