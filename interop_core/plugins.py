@@ -107,9 +107,11 @@ class _Declaration:
 
 
 class _Plugin:
-    __slots__ = ("name", "obj", "distribution", "version", "status", "reason", "declarations")
+    __slots__ = ("name", "obj", "distribution", "version", "status", "reason", "declarations",
+                 "by_hand")
 
-    def __init__(self, name, obj, distribution, version, status="loaded", reason=None):
+    def __init__(self, name, obj, distribution, version, status="loaded", reason=None,
+                 by_hand=False):
         self.name = name
         self.obj = obj            # the registered module/object (the pluggy manager holds it too)
         self.distribution = distribution
@@ -117,6 +119,9 @@ class _Plugin:
         self.status = status
         self.reason = reason
         self.declarations = []    # this plugin's _Declarations, in the order it made them
+        # register_plugin() rather than an entry point: its declarations override every
+        # entry point's, whenever discovery (which is lazy) happens to run.
+        self.by_hand = by_hand
 
 
 # All state below is guarded by _lock.  view() reads only the compiled table, never these.
@@ -165,7 +170,12 @@ def _resolve(target: Any) -> type | None:
     for part in qualname.split("."):
         if obj is None:
             return None
-        obj = getattr(obj, part, None)
+        try:
+            obj = getattr(obj, part, None)
+        except Exception:
+            # A lazy module's __getattr__ or a class property that raises: the declaration
+            # stays unresolved for this plugin alone, never breaking everyone's registry.
+            return None
     return obj if isinstance(obj, type) else None
 
 
@@ -448,11 +458,12 @@ def _warn(name: str, message: str) -> None:
                   stacklevel=3)
 
 
-def _register(obj: Any, name: str, distribution: str | None, version: str | None) -> _Plugin:
+def _register(obj: Any, name: str, distribution: str | None, version: str | None,
+              by_hand: bool = False) -> _Plugin:
     """Register with pluggy (which runs the historic hook at once) and recompute the winners."""
     global _registering
     manager = plugin_manager()
-    plugin = _Plugin(name, obj, distribution, version)
+    plugin = _Plugin(name, obj, distribution, version, by_hand=by_hand)
     _plugins[name] = plugin
     _registering = name
     try:
@@ -472,8 +483,9 @@ def _register(obj: Any, name: str, distribution: str | None, version: str | None
 def register_plugin(plugin: Any, name: str | None = None) -> str:
     """Register a plugin by hand (for code that cannot ship an entry point).
 
-    Its ``interop_core_register`` hook runs now; what it declares overrides earlier
-    declarations for the same types, stream types and exporters.
+    Its ``interop_core_register`` hook runs now; what it declares overrides the entry-point
+    plugins' declarations for the same types, stream types and exporters (whether they are
+    discovered before or after it), and those of plugins registered by hand earlier.
 
     Parameters
     ----------
@@ -489,17 +501,24 @@ def register_plugin(plugin: Any, name: str | None = None) -> str:
 
     Raises
     ------
+    TypeError
+        If ``name`` is not a str.
     ValueError
-        If a plugin of that name is already registered.
+        If ``name`` is empty, or a plugin of that name is already registered.
     Exception
         Whatever the plugin's hook raised (the plugin is then not registered).
     """
     if name is None:
         name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    if not isinstance(name, str):
+        raise TypeError(f"register_plugin: name must be a str, got {name!r} "
+                        f"({type(name).__name__})")
+    if not name:
+        raise ValueError("register_plugin: name must not be empty")
     with _lock:
         if name in _plugins and _plugins[name].status != "failed":
             raise ValueError(f"a plugin named {name!r} is already registered; unregister it first")
-        record = _register(plugin, name, None, None)
+        record = _register(plugin, name, None, None, by_hand=True)
         if record.status == "failed":
             del _plugins[name]
             raise RuntimeError(f"plugin {name!r} could not be registered: {record.reason}")
@@ -572,8 +591,9 @@ def discover() -> None:
 
 def _recompute() -> None:
     """Compute the winning declarations and install them (called with _lock held)."""
-    declarations = sorted((d for p in _plugins.values() if p.status == "loaded"
-                           for d in p.declarations), key=lambda d: d.sequence)
+    declarations = sorted(((p.by_hand, d.sequence), d) for p in _plugins.values()
+                          if p.status == "loaded" for d in p.declarations)
+    declarations = [d for _, d in declarations]
     readers: dict[type, Any] = {}
     stream_handles: dict[type, tuple[Callable, bool]] = {}
     exporters: dict[str, _Declaration] = {}
@@ -720,6 +740,8 @@ def _framework_importable(packages: set[str]) -> bool:
     import importlib.util
 
     for package in packages:
+        if package in sys.modules:      # imported already (a script's __main__ too)
+            return True
         try:
             if importlib.util.find_spec(package) is not None:
                 return True
@@ -767,7 +789,6 @@ def plugin_status() -> list[PluginInfo]:
     -------
     list of PluginInfo
     """
-    import importlib.util
 
     discover()
     with _lock:
@@ -780,7 +801,7 @@ def plugin_status() -> list[PluginInfo]:
             status, reason = p.status, p.reason
             packages = sorted({c.split(":")[0].split(".")[0] for c in claims})
             if status == "loaded" and packages:
-                missing = [pkg for pkg in packages if importlib.util.find_spec(pkg) is None]
+                missing = [pkg for pkg in packages if not _framework_importable({pkg})]
                 if len(missing) == len(packages):
                     # The status says "not installed"; the reason names what is missing.
                     status, reason = "framework not installed", ", ".join(missing)

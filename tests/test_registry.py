@@ -137,6 +137,80 @@ def test_types_declared_by_name_resolve_once_their_module_is_imported(registered
         del sys.modules["ic_fake_framework.core"]
 
 
+def test_a_type_name_whose_lookup_raises_stays_unresolved_for_that_plugin_alone(registered):
+    # A framework with lazy attributes (PEP 562) whose __getattr__ raises ImportError: the
+    # declaration never resolves, and every other plugin and type is unaffected.
+    lazy = types.ModuleType("ic_lazy_framework")
+
+    def lazy_attribute(name):
+        raise ImportError(f"ic_lazy_framework.{name} needs an optional dependency")
+
+    lazy.__getattr__ = lazy_attribute
+    sys.modules["ic_lazy_framework"] = lazy
+    try:
+        registered(lambda r: r.add_type("ic_lazy_framework:Tensor", reader="dlpack"), "lazy")
+        registered(lambda r: r.add_type(Tensorish, read_tensorish), "after-the-lazy-one")
+        assert view(Tensorish(np.ones(3))).shape == (3,)
+        assert view(np.arange(3.0)).shape == (3,)
+        assert plugins.reader_for(np.ndarray).plugin == "numpy"
+        assert {"lazy", "after-the-lazy-one"} <= {p.name for p in interop_core.plugin_status()}
+    finally:
+        del sys.modules["ic_lazy_framework"]
+
+
+def test_a_type_declared_in_a_script_counts_as_installed(registered):
+    class Pixels(Tensorish):
+        pass
+
+    Pixels.__module__ = "__main__"
+    main = sys.modules["__main__"]
+    had, before = hasattr(main, "Pixels"), getattr(main, "Pixels", None)
+    main.Pixels = Pixels
+    try:
+        registered(lambda r: r.add_type("__main__:Pixels", read_tensorish), "pixels")
+        status = {p.name: p for p in interop_core.plugin_status()}["pixels"]
+        assert status.status == "loaded", status
+    finally:
+        if had:
+            main.Pixels = before
+        else:
+            del main.Pixels
+
+
+@pytest.mark.parametrize(("name", "error", "match"), [
+    (123, TypeError, "name must be a str, got 123"), ("", ValueError, "must not be empty")])
+def test_a_plugin_name_that_is_no_name_is_refused(name, error, match):
+    with pytest.raises(error, match=match):
+        interop_core.register_plugin(make_plugin(lambda r: None), name=name)
+    interop_core.plugin_status()        # the registry is untouched
+
+
+def test_a_plugin_registered_by_hand_overrides_entry_points_discovered_after_it():
+    # Discovery is lazy (the first miss of any type): a hand registration made before it must
+    # still win, whenever it runs.
+    code = textwrap.dedent("""
+        import numpy as np
+        import interop_core
+        from interop_core import StridedMemoryView
+
+        class Mine:
+            @interop_core.hookimpl
+            def interop_core_register(self, registry):
+                registry.add_type("numpy:ndarray", reader=lambda obj, stream:
+                                  StridedMemoryView.from_array_interface(obj)[None])
+
+        interop_core.register_plugin(Mine(), name="mine")
+        first = interop_core.view(np.arange(3)).shape
+        interop_core.view(bytearray(b"x"))          # a miss: entry points are discovered now
+        print(first, interop_core.view(np.arange(3)).shape,
+              interop_core.plugins.reader_for(np.ndarray).plugin)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["(1,", "3)", "(1,", "3)", "mine"]
+
+
 def test_a_later_registration_overrides_and_unregistering_restores(registered):
     def reader_returning(tag):
         def reader(obj, stream):
@@ -783,6 +857,37 @@ def test_the_core_api_view_takes_over_the_keepalive_even_when_it_refuses():
     del anchor
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize(("shape", "strides"), [
+    ((4,), (2**63 - 4,)),                   # a stride in bytes at the edge: offsets beyond int64
+    ((4,), (-(2**63) + 4,)),
+    ((2**40,), (2**30,)),                   # each fits; the last element's offset does not
+    ((2**33, 2**33, 2**33), None),          # C-contiguous strides that would wrap
+])
+def test_a_reader_fill_whose_offsets_leave_int64_is_refused(shape, strides):
+    # A C reader's fill goes through the same code: every export would hand on wrapped byte
+    # strides (numpy then read out of bounds, torch aborted).
+    api = _core_api()
+    a = np.zeros(4, dtype=np.float32)
+    info, held = _info_over(a, strides=strides)
+    held[0] = (ctypes.c_int64 * len(shape))(*shape)
+    info.shape = held[0]
+    info.ndim = len(shape)
+    with pytest.raises(BufferError, match="cannot be addressed.*int64"):
+        api.view_from_info(a, ctypes.byref(info))
+
+
+def test_a_reader_fill_of_a_large_array_is_still_read():
+    # Extents and strides past the fast bound (2**24) get the full check, not a refusal.
+    api = _core_api()
+    a = np.zeros((1, 4), dtype=np.float32)
+    info, held = _info_over(a, strides=(2**26, 4))
+    held[0] = (ctypes.c_int64 * 2)(2**20, 2**24)
+    info.shape = held[0]
+    info.ndim = 2
+    v = api.view_from_info(a, ctypes.byref(info))
+    assert v.shape == (2**20, 2**24) and v.strides == (2**24, 1)
 
 
 class _Holder:

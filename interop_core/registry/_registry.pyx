@@ -42,6 +42,7 @@ from ..protocols._dlpack cimport (
 )
 from ..core._dlpack_abi cimport DLDataType, DLTensor
 from ..core._dtypes cimport dtype_of_cached, record_set_dtype
+from ..core._layout cimport extents_validate
 from ..protocols._interfaces cimport read_array_interface, read_buffer_protocol, read_cuda_array_interface
 from ..cuda._cuda cimport pointer_device, same_stream
 from ..core._record cimport (
@@ -1008,7 +1009,8 @@ cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_in
                              bint version_2, ReaderEntry entry) except -1:
     """`rec` (initialised) from a reader's fill; `entry` None for view_from_info's callers."""
     cdef int i, ndim, shift = -1
-    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
+    cdef int64_t step = 1, itemsize, extent, stride, any_extent = 0, any_stride = 0
+    cdef uint64_t any_large = 0
     cdef const int64_t* shape
     cdef const int64_t* strides
     cdef int64_t* out_shape
@@ -1031,20 +1033,28 @@ cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_in
     # loops are a load and a store or two per dimension.  On an error the record is discarded.
     out_shape = rec.ext.shape
     out_strides = rec.ext.strides
+    # `any_large` ORs every extent and every stride's magnitude (x ^ (x >> 63) is |x| - 1 for a
+    # negative x): below 2**24 each, with an itemsize below 2**8, no byte offset of the view can
+    # leave int64 (64 terms below 2**48 elements, times 2**8 bytes), and the full check is
+    # skipped; otherwise the core's extents_validate decides (a huge array pays it, as does a
+    # reader that wrote garbage strides).
     if strides == NULL:
         for i in range(ndim - 1, -1, -1):
             extent = shape[i]
             any_extent |= extent
             out_shape[i] = extent
             out_strides[i] = step
+            any_large |= <uint64_t> (extent | step)
             step *= extent if extent > 0 else 1
     elif info.strides_in_bytes and version_2:
         if shift >= 0:
             for i in range(ndim):
                 any_extent |= shape[i]
                 out_shape[i] = shape[i]
-                any_stride |= strides[i]
-                out_strides[i] = strides[i] >> shift
+                stride = strides[i]
+                any_stride |= stride
+                any_large |= <uint64_t> (shape[i] | (stride ^ (stride >> 63)))
+                out_strides[i] = stride >> shift
             if any_stride & (itemsize - 1):
                 _stride_not_multiple(obj, strides, ndim, itemsize)
         else:
@@ -1052,15 +1062,20 @@ cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_in
                 any_extent |= shape[i]
                 out_shape[i] = shape[i]
                 out_strides[i] = strides[i] // itemsize
+                any_large |= <uint64_t> (shape[i] | (strides[i] ^ (strides[i] >> 63)))
                 if out_strides[i] * itemsize != strides[i]:
                     _stride_not_multiple(obj, strides, ndim, itemsize)
     else:
         for i in range(ndim):
             any_extent |= shape[i]
             out_shape[i] = shape[i]
-            out_strides[i] = strides[i]
+            stride = strides[i]
+            out_strides[i] = stride
+            any_large |= <uint64_t> (shape[i] | (stride ^ (stride >> 63)))
     if any_extent < 0:
         _negative_extent(entry, shape, ndim)
+    if (any_large >> 24) or itemsize >= 256:
+        _check_offsets(rec, entry, itemsize)
     rec.ptr = <uintptr_t> info.data
     rec.device_type = info.device_type
     rec.device_id = info.device_id
@@ -1086,6 +1101,17 @@ cdef int _stride_not_multiple(object obj, const int64_t* strides, int ndim,
             raise BufferError(
                 f"{type(obj).__qualname__} has a stride of {strides[i]} bytes in dimension {i}, "
                 f"not a multiple of its itemsize {itemsize}; copy it first")
+    return 0
+
+
+cdef int _check_offsets(ViewRecord* rec, ReaderEntry entry, int64_t itemsize) except -1:
+    # A layout the core's other constructors refuse (from_pointer, StridedLayout, the
+    # protocols' readers): a stride or byte offset beyond int64 would wrap in every export.
+    try:
+        extents_validate(&rec.ext, itemsize, 0)
+    except ValueError as exc:
+        raise BufferError(f"{_filled_by(entry)} returned a layout that cannot be addressed: "
+                          f"{exc}") from None
     return 0
 
 
