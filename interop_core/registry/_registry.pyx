@@ -1009,8 +1009,7 @@ cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_in
                              bint version_2, ReaderEntry entry) except -1:
     """`rec` (initialised) from a reader's fill; `entry` None for view_from_info's callers."""
     cdef int i, ndim, shift = -1
-    cdef int64_t step = 1, itemsize, extent, stride, any_extent = 0, any_stride = 0
-    cdef uint64_t any_large = 0
+    cdef int64_t step = 1, itemsize, extent, any_extent = 0, any_stride = 0
     cdef const int64_t* shape
     cdef const int64_t* strides
     cdef int64_t* out_shape
@@ -1033,48 +1032,45 @@ cdef inline int _fill_record(ViewRecord* rec, object obj, interop_core_tensor_in
     # loops are a load and a store or two per dimension.  On an error the record is discarded.
     out_shape = rec.ext.shape
     out_strides = rec.ext.strides
-    # `any_large` ORs every extent and every stride's magnitude (x ^ (x >> 63) is |x| - 1 for a
-    # negative x): below 2**24 each, with an itemsize below 2**8, no byte offset of the view can
-    # leave int64 (64 terms below 2**48 elements, times 2**8 bytes), and the full check is
-    # skipped; otherwise the core's extents_validate decides (a huge array pays it, as does a
-    # reader that wrote garbage strides).
+    # `any_extent` and `any_stride` OR every extent and every stride (in bytes or in elements):
+    # both below 2**24, with an itemsize below 2**8, no byte offset of the view can leave int64
+    # (64 terms below 2**48 elements, times 2**8 bytes), and the full check is skipped; a huge
+    # array, a negative stride (its high bits are set) or a reader that wrote garbage strides
+    # gets the core's extents_validate.
     if strides == NULL:
         for i in range(ndim - 1, -1, -1):
             extent = shape[i]
             any_extent |= extent
             out_shape[i] = extent
             out_strides[i] = step
-            any_large |= <uint64_t> (extent | step)
+            any_stride |= step
             step *= extent if extent > 0 else 1
     elif info.strides_in_bytes and version_2:
         if shift >= 0:
             for i in range(ndim):
                 any_extent |= shape[i]
                 out_shape[i] = shape[i]
-                stride = strides[i]
-                any_stride |= stride
-                any_large |= <uint64_t> (shape[i] | (stride ^ (stride >> 63)))
-                out_strides[i] = stride >> shift
+                any_stride |= strides[i]
+                out_strides[i] = strides[i] >> shift
             if any_stride & (itemsize - 1):
                 _stride_not_multiple(obj, strides, ndim, itemsize)
         else:
             for i in range(ndim):
                 any_extent |= shape[i]
                 out_shape[i] = shape[i]
+                any_stride |= strides[i]
                 out_strides[i] = strides[i] // itemsize
-                any_large |= <uint64_t> (shape[i] | (strides[i] ^ (strides[i] >> 63)))
                 if out_strides[i] * itemsize != strides[i]:
                     _stride_not_multiple(obj, strides, ndim, itemsize)
     else:
         for i in range(ndim):
             any_extent |= shape[i]
             out_shape[i] = shape[i]
-            stride = strides[i]
-            out_strides[i] = stride
-            any_large |= <uint64_t> (shape[i] | (stride ^ (stride >> 63)))
+            any_stride |= strides[i]
+            out_strides[i] = strides[i]
     if any_extent < 0:
         _negative_extent(entry, shape, ndim)
-    if (any_large >> 24) or itemsize >= 256:
+    if (<uint64_t> (any_extent | any_stride)) >> 24 or itemsize >= 256:
         _check_offsets(rec, entry, itemsize)
     rec.ptr = <uintptr_t> info.data
     rec.device_type = info.device_type
