@@ -686,13 +686,16 @@ def test_resolve_device_hands_the_exporter_its_handle(registered):
     assert recorder.seen[-1][3] == {}
 
 
-def test_a_python_export_rule_refuses_what_it_raises_for(registered):
-    class Guarded:
-        def __init__(self, ok):
-            self.ok = ok
-            self.keep = np.zeros(3)
-            self.__array_interface__ = self.keep.__array_interface__
+class Guarded:
+    """Three host floats, and whether an export rule lets them go (`ok`)."""
 
+    def __init__(self, ok=True):
+        self.ok = ok
+        self.keep = np.zeros(3)
+        self.__array_interface__ = self.keep.__array_interface__
+
+
+def test_a_python_export_rule_refuses_what_it_raises_for(registered):
     def rule(obj):
         if not obj.ok:
             raise BufferError("this one stays home")
@@ -706,12 +709,6 @@ def test_a_python_export_rule_refuses_what_it_raises_for(registered):
 
 
 def test_an_export_rule_for_subclasses_refuses_them_unless_they_have_their_own(registered):
-    class Guarded:
-        def __init__(self, ok):
-            self.ok = ok
-            self.keep = np.zeros(3)
-            self.__array_interface__ = self.keep.__array_interface__
-
     class Child(Guarded):
         pass
 
@@ -734,11 +731,6 @@ def test_an_export_rule_for_subclasses_refuses_them_unless_they_have_their_own(r
 
 
 def test_an_export_rule_applies_to_exactly_its_type_by_default(registered):
-    class Guarded:
-        def __init__(self):
-            self.keep = np.zeros(3)
-            self.__array_interface__ = self.keep.__array_interface__
-
     class Child(Guarded):
         pass
 

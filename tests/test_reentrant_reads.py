@@ -161,30 +161,24 @@ def test_first_views_of_a_plugins_type_from_several_threads_keep_the_plugins_rea
 
 # --- from_* inside a plugin's own Python reader, and beside it on another thread -----------------
 
-class _Refused:
-    """An object whose DLPack export describes memory its plugin refuses to have viewed."""
-
-    def __init__(self):
-        self.memory = np.arange(3.0)
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return self.memory.__dlpack__()
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-
 class _Box:
     """An object read by a Python reader (which runs the test's code in the middle of a read)."""
 
-    def __init__(self):
-        self.memory = np.zeros(1)
+    def __init__(self, memory=None):
+        self.memory = np.zeros(1) if memory is None else memory
 
     def __dlpack__(self, stream=None, **kwargs):
         return self.memory.__dlpack__()
 
     def __dlpack_device__(self):
         return (1, 0)
+
+
+class _Refused(_Box):
+    """An object whose DLPack export describes memory its plugin refuses to have viewed."""
+
+    def __init__(self):
+        super().__init__(np.arange(3.0))
 
 
 def _refuse(obj, stream):
