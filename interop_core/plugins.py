@@ -302,7 +302,8 @@ class PluginRegistrar:
             raise ValueError(f"keep_last must be False, True or 'weak', got {keep_last!r}")
         self._record("stream", type_, (handle, keep_last))
 
-    def add_exporter(self, target: str, exporter: Callable | Any, *, types: tuple = (),
+    def add_exporter(self, target: str, exporter: Callable | Any, *,
+                     types: type | str | tuple = (),
                      preserves_readonly: bool = False,
                      limits: ImportLimits | None = None) -> None:
         """Hand views on to a framework: ``interop_core.to(obj, target)``.
@@ -317,8 +318,9 @@ class PluginRegistrar:
             ``"interop_core.exporter_v1"`` holding a C exporter (``interop_core.h``), which
             ``to()`` hands a compiled reader's description of the source without making a view
             (see "Compiled exporters" in the plugin guide).
-        types : tuple of (type or str)
-            The framework types this target produces, so ``to(obj, SomeType)`` finds it.
+        types : type, str, or tuple of (type or str)
+            The framework types this target produces, so ``to(obj, SomeType)`` finds it (a
+            type or ``"module:QualName"`` alone stands for a tuple of one).
         preserves_readonly : bool
             Whether the framework's object can be read-only (numpy, jax).  When it cannot
             (torch, cupy), ``to()`` of a read-only view warns with
@@ -337,6 +339,8 @@ class PluginRegistrar:
             raise TypeError(f"limits must be an interop_core.ImportLimits or None, got "
                             f"{type(limits).__name__}")
         exporter = _registry.new_exporter(exporter)    # a capsule becomes a CExporter
+        if isinstance(types, (str, type)):
+            types = (types,)        # one type: a str is a name, not a sequence of letters
         for t in types:
             _validate_target(t, "exporter types")
         self._record("exporter", target, (exporter, bool(preserves_readonly), limits),
@@ -458,6 +462,12 @@ def _warn(name: str, message: str) -> None:
                   stacklevel=3)
 
 
+# What a plugin's import or hook may raise and still leave the others loading.  SystemExit too:
+# a plugin that calls sys.exit() when its framework is missing must not end the user's program
+# from inside a view() that happened to trigger discovery.  KeyboardInterrupt still stops it.
+_PLUGIN_FAILURES = (Exception, SystemExit)
+
+
 def _register(obj: Any, name: str, distribution: str | None, version: str | None,
               by_hand: bool = False) -> _Plugin:
     """Register with pluggy (which runs the historic hook at once) and recompute the winners."""
@@ -468,7 +478,7 @@ def _register(obj: Any, name: str, distribution: str | None, version: str | None
     _registering = name
     try:
         manager.register(obj, name=name)
-    except Exception as exc:
+    except _PLUGIN_FAILURES as exc:
         plugin.declarations.clear()
         if manager.get_plugin(name) is not None:
             manager.unregister(name=name)
@@ -579,7 +589,7 @@ def discover() -> None:
             version = dist.version if dist is not None else None
             try:
                 obj = ep.load()
-            except Exception as exc:
+            except _PLUGIN_FAILURES as exc:
                 _plugins[ep.name] = _Plugin(ep.name, None, dist_name, version, "failed",
                                             f"import failed: {type(exc).__name__}: {exc}")
                 _warn(ep.name, _plugins[ep.name].reason)

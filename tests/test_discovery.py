@@ -118,6 +118,29 @@ def test_broken_plugins_warn_once_and_are_skipped(site):
     assert any("broken-hook" in w for w in result["warnings"])
 
 
+EXITS_AT_IMPORT = "import sys\nsys.exit('this plugin needs a library that is missing')\n"
+
+EXITS_IN_HOOK = '''
+import sys
+import interop_core
+
+@interop_core.hookimpl
+def interop_core_register(registry):
+    sys.exit(3)
+'''
+
+
+def test_a_plugin_that_exits_is_skipped_and_the_program_and_discovery_go_on(site):
+    # Named to load before "good": an exit that escaped would stop the rest of discovery, or
+    # end the user's program from inside whatever call triggered it.
+    _distribution(site, "fake-exits-import", "fake_exits_import", EXITS_AT_IMPORT, "a-exits")
+    _distribution(site, "fake-exits-hook", "fake_exits_hook", EXITS_IN_HOOK, "b-exits")
+    statuses = _run(site, "")["statuses"]
+    assert statuses["a-exits"][0] == "failed" and "SystemExit" in statuses["a-exits"][4]
+    assert statuses["b-exits"][0] == "failed" and "SystemExit" in statuses["b-exits"][4]
+    assert statuses["good"][0] == "loaded"
+
+
 def test_a_plugin_whose_framework_is_missing_says_so(site):
     status, *_, reason = _run(site, "")["statuses"]["missing"]
     assert status == "framework not installed"

@@ -1040,6 +1040,25 @@ def test_to_uses_the_registered_exporter_by_name_and_by_type(registered):
     assert interop_core.to(array, Tensorish).array.ctypes.data == array.ctypes.data
 
 
+@pytest.mark.parametrize("types", [Tensorish, f"{Tensorish.__module__}:Tensorish"],
+                         ids=["type", "name"])
+def test_exporter_types_given_alone_name_one_type(registered, types):
+    # A str alone is one "module:QualName", not a sequence of one-letter names.
+    registered(lambda r: (r.add_type(Tensorish, read_tensorish),
+                          r.add_exporter("tensorish", lambda v, s: Tensorish(np.asarray(v)),
+                                         types=types)), "exporting-alone")
+    array = np.arange(4.0)
+    assert interop_core.to(array, Tensorish).array.ctypes.data == array.ctypes.data
+
+
+@pytest.mark.parametrize("call", [{}, {"copy": True}, {"device": "cpu"}],
+                         ids=["as-is", "copy", "device"])
+def test_an_exporter_that_returns_none_is_refused_naming_its_target(registered, call):
+    registered(lambda r: r.add_exporter("returns-nothing", lambda v, s, **kw: None), "none")
+    with pytest.raises(TypeError, match="'returns-nothing' exporter returned None"):
+        interop_core.to(np.arange(4.0), "returns-nothing", **call)
+
+
 # A C exporter written with ctypes: records what it was handed, returns (owner, ptr, shape,
 # strides).  The core calls it with the GIL held, as interop_core.h says.
 EXPORTER_V1 = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.POINTER(TensorInfo), ctypes.py_object,
@@ -1065,6 +1084,14 @@ def test_a_compiled_exporter_gets_the_sources_description_without_a_view(registe
     # The numpy reader's keep-alive is the array itself: no view object was made.
     assert owner is a and type(owner) is np.ndarray
     assert (ptr, shape, strides, readonly, stream) == (a.ctypes.data, (4, 3), (6, 2), False, None)
+
+
+def test_a_compiled_exporter_that_returns_none_is_refused_naming_it(registered):
+    function = EXPORTER_V1(lambda info, owner, stream: None)
+    capsule = _capsule(function, b"interop_core.exporter_v1")
+    registered(lambda r: r.add_exporter("c-none", capsule), "c-none")
+    with pytest.raises(TypeError, match="C exporter .* returned None"):
+        interop_core.to(np.arange(4.0), "c-none")
 
 
 def test_a_compiled_exporter_called_on_a_view_is_held_by_the_view(registered):

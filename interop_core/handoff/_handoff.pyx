@@ -231,7 +231,7 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
                                             or takes_as_is(<ImportLimits> limits, &v.rec)):
         if v.rec.readonly and not preserves_readonly:
             _warn_read_only(obj, name)
-        return exporter(v, stream)
+        return _exported(exporter(v, stream), name)
     return _handoff(exporter, v, obj, name, preserves_readonly, limits, device, copy, stream,
                     True)
 
@@ -353,8 +353,17 @@ cdef object _handoff(object exporter, StridedMemoryView v, object obj, object na
     if warn and v.rec.readonly and not preserves_readonly:
         _warn_read_only(obj, name)
     if handle is not None:
-        return exporter(v, stream, device=handle)
-    return exporter(v, stream)
+        return _exported(exporter(v, stream, device=handle), name)
+    return _exported(exporter(v, stream), name)
+
+
+cdef inline object _exported(object result, object name):
+    # What a Python exporter returned, refused where it is None: to() promises the target's
+    # object, and a None handed on would fail far from the plugin that made it.
+    if result is None:
+        raise TypeError(f"the {name!r} exporter returned None instead of the target's object "
+                        "(a plugin bug: the exporter must return the object or raise)")
+    return result
 
 
 cdef str _refusal(object obj, object name, object device, StridedMemoryView v,

@@ -279,6 +279,11 @@ cdef object _call_exporter(CExporter exporter, const interop_core_tensor_info* i
     cdef PyObject* made = exporter.fn(info, <PyObject*> owner, <PyObject*> stream)
     if made == NULL:
         _propagate_exporter_error(exporter)
+    if made == <PyObject*> None:
+        Py_DECREF_steal(made)
+        raise TypeError(f"the C exporter {exporter.capsule!r} returned None instead of the "
+                        "target's object (a plugin bug: it must return the object, or NULL "
+                        "with an exception set)")
     result = <object> made
     Py_DECREF_steal(made)       # <object> took a reference of its own
     return result
@@ -797,7 +802,10 @@ cdef StridedMemoryView _fill(ReaderEntry entry, object obj, object stream, int p
         return v
     if kind != READER_PYTHON:
         return view_by_protocol(entry.protocol, obj, stream)
-    result = entry.reader(obj, stream)
+    if protocol == 0:
+        result = entry.reader(obj, stream)
+    else:
+        result = _run_python_reader_marked(entry, obj, stream)
     if type(result) is StridedMemoryView:
         return <StridedMemoryView> result
     if result is NotImplemented or result is None:
@@ -1209,14 +1217,16 @@ cdef object view_object(object obj, object stream):
     return _view_miss(obj, stream)
 
 
-# The objects whose plugin reader a view_if_equivalent call is running now, each with its
-# thread.  A reader that reads through a protocol itself (a fallback calling
+# The objects whose Python reader (a plugin's reader or fallback) a from_* call is running now,
+# each with its thread.  A reader that reads through a protocol itself (a fallback calling
 # StridedMemoryView.from_dlpack on the object it was handed) must get the protocol, not its own
 # type's fast path again: such a re-entrant from_* of the same object on the same thread takes
 # the protocol path.  Any other call -- another object, or another thread -- takes its own
 # plugin's reader as usual (a protocol path taken for them would bypass that plugin's refusals:
-# torch's DLPack C exchange API drops a negative tensor's bit).  Borrowed pointers, valid while
-# their call runs (each call removes its own); read and written with the GIL held.
+# torch's DLPack C exchange API drops a negative tensor's bit).  C readers are not marked: they
+# run no Python code of the plugin's, and marking them would cost every from_* call.  Borrowed
+# pointers, valid while their call runs (each call removes its own); read and written with the
+# GIL held.
 cdef enum:
     MAX_NESTED_READS = 64       # beyond: re-entrant reads are not told apart (protocol path)
 
@@ -1233,13 +1243,69 @@ cdef inline bint _being_read(object obj, PyThreadState* thread) noexcept:
     return _n_reading == MAX_NESTED_READS
 
 
-cdef object view_if_equivalent(object obj, object stream, int protocol):
+cdef object _run_python_reader_marked(ReaderEntry entry, object obj, object stream):
+    # entry's Python reader of obj for a from_* call, with (obj, this thread) on the stack above
+    # while it runs.
     global _n_reading
+    cdef PyThreadState* thread = PyThreadState_Get()
+    cdef int i
+    if _n_reading == MAX_NESTED_READS:
+        return entry.reader(obj, stream)     # every re-entrant from_* takes the protocol now
+    _reading_objects[_n_reading] = <PyObject*> obj
+    _reading_threads[_n_reading] = thread
+    _n_reading += 1
+    try:
+        return entry.reader(obj, stream)
+    finally:
+        # Calls end in the order they began on one thread, but another thread's call may end
+        # first: remove this call's own entry, wherever it now is.
+        for i in range(_n_reading - 1, -1, -1):
+            if _reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread:
+                _n_reading -= 1
+                _reading_objects[i] = _reading_objects[_n_reading]
+                _reading_threads[i] = _reading_threads[_n_reading]
+                break
+
+
+# _read as a C function whose NULL result the caller inspects itself (a cdef function that
+# returns an object returns NULL with the exception set when it raises).
+ctypedef PyObject* (*_unchecked_read_t)(ReaderEntry, object, object, int) noexcept
+
+
+cdef extern from *:
+    """
+    static inline int ic_raise_pending(void) { return -1; }
+    """
+    # Hands the exception already set to the caller's except clauses.
+    int _raise_pending "ic_raise_pending"() except -1
+
+
+cdef object _after_failed_read(object obj, object stream, int protocol):
+    # The plugin's reader raised (the exception is set) while view_if_equivalent read obj.
+    try:
+        _raise_pending()
+    except _NoReaderTook:
+        # Every reader of the registration declined the object: the protocol itself decides,
+        # as without the fast path.
+        return None
+    except BufferError as refusal:
+        # A reader refused the object.  Where the protocol refuses it too, it does so in its
+        # own words, as without the fast path (the reader's refusal is its cause, shown with
+        # it); where the protocol would describe the memory, the refusal stands: a view the
+        # plugin refuses is never made (torch's DLPack export, its C exchange API above all,
+        # hands on a conjugate or negative tensor's memory without the bit that says what the
+        # memory holds).
+        try:
+            view_by_protocol(protocol, obj, stream)
+        except BaseException as protocol_error:
+            raise protocol_error from refusal
+        raise refusal
+
+
+cdef object view_if_equivalent(object obj, object stream, int protocol):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef ReaderEntry entry
-    cdef PyThreadState* thread = PyThreadState_Get()
-    cdef int at, i
-    if _n_reading and _being_read(obj, thread):
+    if _n_reading and _being_read(obj, PyThreadState_Get()):
         return None
     if found == NULL:
         try:
@@ -1261,41 +1327,14 @@ cdef object view_if_equivalent(object obj, object stream, int protocol):
         return None
     if entry.kind == READER_GENERIC or entry.kind == READER_CORE:
         return _read(entry, obj, stream, 0)     # the protocol's own reader: its answer stands
-    cdef StridedMemoryView v
-    cdef object refusal = None
-    at = _n_reading
-    _reading_objects[at] = <PyObject*> obj
-    _reading_threads[at] = thread
-    _n_reading += 1
-    try:
-        v = _read(entry, obj, stream, protocol)
-    except _NoReaderTook:
-        # Every reader of the registration declined the object: the protocol itself decides,
-        # as without the fast path.
-        return None
-    except BufferError as exc:
-        refusal = exc
-    finally:
-        # Calls end in the order they began on one thread, but another thread's call may end
-        # first: remove this call's own entry, wherever it now is.
-        for i in range(_n_reading - 1, -1, -1):
-            if (_reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread):
-                _n_reading -= 1
-                _reading_objects[i] = _reading_objects[_n_reading]
-                _reading_threads[i] = _reading_threads[_n_reading]
-                break
-    if refusal is not None:
-        # A reader refused the object.  Where the protocol refuses it too, it does so in its
-        # own words, as without the fast path (the reader's refusal is its cause, shown with
-        # it); where the protocol would describe the memory, the refusal stands: a view the
-        # plugin refuses is never made (torch's DLPack export, its C exchange API above all,
-        # hands on a conjugate or negative tensor's memory without the bit that says what the
-        # memory holds).
-        try:
-            view_by_protocol(protocol, obj, stream)
-        except BaseException as protocol_error:
-            raise protocol_error from refusal
-        raise refusal
+    # The read itself, outside any try block: a try saves and restores the thread's exception
+    # state on every call (about a sixth of this path's instructions); a failed read is
+    # handled by _after_failed_read instead.
+    cdef PyObject* read = (<_unchecked_read_t> _read)(entry, obj, stream, protocol)
+    if read == NULL:
+        return _after_failed_read(obj, stream, protocol)
+    cdef StridedMemoryView v = <StridedMemoryView> read
+    Py_DECREF_steal(read)       # v holds the reference _read returned
     if not _same_as_protocol(entry, obj, v, protocol):
         return None
     if v.owner is not obj and Py_REFCNT(v) == 1:
