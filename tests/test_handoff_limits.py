@@ -449,6 +449,33 @@ def test_a_jax_array_on_another_host_device_handed_to_jax_stays_on_it(jax_x64_of
         assert out.devices() == {devices[3]}
         assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
         np.testing.assert_array_equal(np.asarray(x + out), 2 * np.arange(8))
+        # A copy lands beside its source too.
+        copied = interop_core.to(source, "jax", copy=True)
+        assert copied.devices() == {devices[3]}
+        assert copied.unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+        np.testing.assert_array_equal(np.asarray(x + copied), 2 * np.arange(8))
+
+
+def test_import_limits_source_device_places_copies_made_without_device(registered):
+    # A target with several devices of one DLPack device names where a copy of a view goes.
+    calls = []
+
+    def export(v, stream, device=None):
+        calls.append(device)
+        return v
+
+    def source_device(v):
+        return ("beside", v.ptr)      # asked with the source, before the copy
+
+    a = np.arange(6.0)
+    limits = ImportLimits(layout="c_contiguous", source_device=source_device)
+    registered(lambda r: r.add_exporter("placed-copy", export, limits=limits), "placed-copy")
+    interop_core.to(a, "placed-copy")                       # no copy: the exporter decides
+    interop_core.to(a[::2], "placed-copy")                  # a copy: placed beside the source
+    interop_core.to(a, "placed-copy", copy=True)
+    assert calls == [None, ("beside", a.ctypes.data), ("beside", a.ctypes.data)]
+    with pytest.raises(TypeError, match="source_device must be callable"):
+        ImportLimits(source_device=5)
 
 
 @pytest.mark.parametrize(("device", "message"), [

@@ -154,11 +154,11 @@ def to(obj, target, stream=None, *, device=None, copy=None, **options):
         Where the result must live, as the array API's ``from_dlpack(x, device=)``:
         ``"cpu"``, ``"cuda:1"``, a DLPack ``(device_type, device_id)`` pair, or a framework's
         device object whose ``str()`` is such a name (``torch.device``); for jax also its
-        device objects and ``"cpu:N"`` (jax's host devices).  None: ``obj``'s device (host
-        memory is one DLPack device: a jax array on jax's CPU device N handed to jax zero-copy
-        stays on it; a copy of host memory lands on the target's first host device unless
-        ``device=`` names another).  Another device means a copy (made on ``stream``; see the "Copies" page).  A device the target
-        does not have raises ``ValueError``.  Not for shards, which stay on their devices.
+        device objects and ``"cpu:N"`` (jax's host devices).  None: ``obj``'s device (a jax
+        array on jax's CPU device N handed to jax stays on device N, as is or copied; other
+        host memory goes to jax's first CPU device).  Another device means a copy (made on
+        ``stream``; see the "Copies" page).  A device the target does not have raises
+        ``ValueError``.  Not for shards, which stay on their devices.
     copy : bool, optional
         As ``from_dlpack(x, copy=)``: True always hands over new memory, False never copies
         (``BufferError`` when ``device`` or the target's import limits need a copy), None
@@ -349,6 +349,9 @@ cdef object _handoff(object exporter, StridedMemoryView v, object obj, object na
         if copy is False:
             raise BufferError(_refusal(obj, name, device, v, limits, problem, moves))
         order = "C" if limits is not None and limits.layout_bits & LIMIT_C_CONTIGUOUS else "K"
+        if device is None and limits is not None and limits.source_device is not None:
+            # The copy lands beside its source (jax: on the source array's own host device).
+            handle = limits.source_device(v)
         v = _copies().export_copy(v, target, stream, order)
     if warn and v.rec.readonly and not preserves_readonly:
         _warn_read_only(obj, name)

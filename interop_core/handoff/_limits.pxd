@@ -42,6 +42,8 @@ cdef class ImportLimits:
     """tuple or None: The DLPack dtypes ``check`` is asked about (None: every view)."""
     cdef readonly object resolve_device   # callable(device) -> (type, id, handle); may be None
     """callable or None: ``resolve_device(device) -> (device_type, device_id, handle)``."""
+    cdef readonly object source_device    # callable(view) -> handle or None; may be None
+    """callable or None: ``source_device(view) -> handle or None``, where a copy lands."""
     cdef readonly object name         # the exporter target, for messages (set at registration)
     """str or None: The target these limits belong to (set when registered)."""
 

@@ -17,6 +17,7 @@ class ImportLimits:
     check: Callable[[Any], str | None] | None
     check_dtypes: tuple[tuple[int, int, int], ...] | None
     resolve_device: Callable[[Any], tuple[int, int, Any]] | None
+    source_device: Callable[[Any], Any] | None
     name: str | None
 
     def __init__(self, *, negative_strides: bool = True, zero_strides: bool = True,
@@ -24,7 +25,8 @@ class ImportLimits:
                  device_types: Iterable[int] | None = None,
                  check: Callable[[Any], str | None] | None = None,
                  check_dtypes: Iterable[tuple[int, int, int]] | None = None,
-                 resolve_device: Callable[[Any], tuple[int, int, Any]] | None = None) -> None: ...
+                 resolve_device: Callable[[Any], tuple[int, int, Any]] | None = None,
+                 source_device: Callable[[Any], Any] | None = None) -> None: ...
     def problem(self, view: Any) -> str | None:
         """What about ``view`` the target cannot import, in words, or None."""
 

@@ -86,6 +86,12 @@ cdef class ImportLimits:
         ``exporter(view, stream, device=handle)``.  Raise ``ValueError`` for a device the
         target does not have.  Without it, ``to(..., device=)`` takes the core's spellings
         (``"cpu"``, ``"cuda:N"``, a DLPack pair, ``torch.device``) and only one host device.
+    source_device : callable, optional
+        ``source_device(view) -> handle or None``, for a target with several devices of one
+        DLPack device (jax's host devices all say ``(kDLCPU, 0)``): the device handle the
+        source's memory is on, asked before ``to()`` copies a view without ``device=``, so
+        that the copy is handed on as ``exporter(copy, stream, device=handle)`` and lands
+        beside its source.  None: the exporter decides, as for any view.
 
     Raises
     ------
@@ -95,7 +101,7 @@ cdef class ImportLimits:
 
     def __init__(self, *, bint negative_strides=True, bint zero_strides=True,
                  bint overlapping=True, layout="strided", host_alignment=1, device_types=None,
-                 check=None, check_dtypes=None, resolve_device=None):
+                 check=None, check_dtypes=None, resolve_device=None, source_device=None):
         cdef int bits = 0
         cdef int k
         if layout not in _LAYOUTS:
@@ -135,6 +141,9 @@ cdef class ImportLimits:
         if resolve_device is not None and not callable(resolve_device):
             raise TypeError(f"ImportLimits: resolve_device must be callable, got "
                             f"{type(resolve_device).__name__}")
+        if source_device is not None and not callable(source_device):
+            raise TypeError(f"ImportLimits: source_device must be callable, got "
+                            f"{type(source_device).__name__}")
         self.negative_strides = negative_strides
         self.zero_strides = zero_strides
         self.overlapping = overlapping
@@ -145,6 +154,7 @@ cdef class ImportLimits:
         self.has_check = check is not None
         self.check_dtypes = dtypes
         self.resolve_device = resolve_device
+        self.source_device = source_device
         if not negative_strides:
             bits |= LIMIT_NEGATIVE_STRIDES
         if not zero_strides:

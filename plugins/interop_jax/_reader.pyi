@@ -28,6 +28,9 @@ def x64_refusal(view: StridedMemoryView) -> str | None:
 def resolve_device(device: Any) -> tuple[int, int, Any]:
     """Where ``to(x, "jax", device=device)`` puts the result: ``(type, id, jax device)``."""
 
+def source_device(view: StridedMemoryView) -> Any:
+    """The jax CPU device of the jax array ``view`` is of, or None: where a copy lands."""
+
 def import_limits() -> ImportLimits:
     """The :class:`interop_core.ImportLimits` of ``to(x, "jax")``."""
 

@@ -464,7 +464,24 @@ def import_limits():
     return ImportLimits(layout="compact", host_alignment=JAX_HOST_ALIGNMENT,
                         device_types=(KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM, KDL_ROCM_HOST),
                         check=x64_refusal, check_dtypes=_X64_TYPES,
-                        resolve_device=resolve_device)
+                        resolve_device=resolve_device, source_device=source_device)
+
+
+def source_device(view):
+    """The jax CPU device of the jax array ``view`` is of, or None: where ``to(x, "jax")``
+    puts a copy of ``x`` (``ImportLimits.source_device`` of :func:`import_limits`).
+
+    Parameters
+    ----------
+    view : interop_core.StridedMemoryView
+
+    Returns
+    -------
+    jax.Device or None
+    """
+    if view.device_type != KDL_CPU:
+        return None     # device memory: the copy's DLPack device names the GPU already
+    return _host_device_of(view.owner)
 
 
 cdef bint _is_64_bit(int code, Py_ssize_t itemsize) noexcept:
