@@ -15,7 +15,7 @@
 
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 
 from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLUInt
@@ -40,6 +40,7 @@ from ..core._view cimport (
     PROTOCOL_DLPACK,
     PROTOCOL_NONE,
     plain_static_methods,
+    raise_pending,
     view_through,
 )
 from ..core._view cimport StridedMemoryView as CoreView
@@ -157,13 +158,49 @@ cdef inline object _view_of(int protocol, object obj, object stream):
     return _compat(<CoreView> v, 1)
 
 
+# _view_of as a C function whose NULL result (it raised) the constructors below inspect outside
+# any try block (see raise_pending): their refusals are translated to cuda.core's words only
+# once one happened.
+cdef object _view_or_raise(int protocol, object obj, object stream):
+    return _view_of(protocol, obj, stream)
+
+
+ctypedef PyObject* (*_unchecked_view_t)(int protocol, object obj, object stream) noexcept
+
+
+cdef inline object _owned(PyObject* made):
+    # The object of the new reference `made`, that reference released once the result holds one.
+    result = <object> made
+    Py_XDECREF(made)
+    return result
+
+
 cdef object _from_any_interface(object obj, object stream_ptr):
+    cdef PyObject* made = (<_unchecked_view_t> _view_or_raise)(PROTOCOL_NONE, obj,
+                                                               _no_order(stream_ptr))
+    if made != NULL:
+        return _owned(made)
     try:
-        return _view_of(PROTOCOL_NONE, obj, _no_order(stream_ptr))
+        raise_pending()
     except TypeError:
         if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
             raise _no_protocol(obj) from None
         raise
+
+
+cdef object _interface_view(int protocol, object obj, object stream_ptr):
+    # from_cuda_array_interface / from_array_interface: element types the core's reader refuses
+    # (ValueError: structured and void typestrs) are read by cuda.core's rules instead.
+    cdef PyObject* made = (<_unchecked_view_t> _view_or_raise)(protocol, obj,
+                                                               _no_order(stream_ptr))
+    if made != NULL:
+        return _owned(made)
+    try:
+        raise_pending()
+    except ValueError:
+        if protocol == PROTOCOL_CAI:
+            return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
+        return _void_view(obj, obj.__array_interface__, False, None)
 
 
 cdef object _no_protocol(object obj):
@@ -265,10 +302,7 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        try:
-            return _view_of(PROTOCOL_CAI, obj, _no_order(stream_ptr))
-        except ValueError:
-            return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
+        return _interface_view(PROTOCOL_CAI, obj, stream_ptr)
 
     @staticmethod
     def from_array_interface(obj):
@@ -283,10 +317,7 @@ cdef class StridedMemoryView(CoreView):
         -------
         StridedMemoryView
         """
-        try:
-            return _view_of(PROTOCOL_ARRAY_INTERFACE, obj, None)
-        except ValueError:
-            return _void_view(obj, obj.__array_interface__, False, None)
+        return _interface_view(PROTOCOL_ARRAY_INTERFACE, obj, None)
 
     @staticmethod
     def from_any_interface(obj, stream_ptr=None):

@@ -114,6 +114,17 @@ ctypedef object (*fast_from_t)(object obj, object stream, int protocol)
 cdef void install_fast_from(fast_from_t fast_from) noexcept
 
 
+# Error handling off the success path.  A `try` block saves and restores the thread's exception
+# state on every call, failed or not; a hot path calls the function that may raise as a C
+# function returning PyObject* (NULL: raised) outside any `try`, and hands a NULL to a cold
+# function whose `try: raise_pending() except ...:` clauses see the exception already set.
+cdef extern from *:
+    """
+    static inline int ic_raise_pending(void) { return -1; }
+    """
+    int raise_pending "ic_raise_pending"() except -1
+
+
 # Before the memory of `v` is used (its address handed out, exported, copied, launched on):
 # takes a deferred keep-alive (DeferredKeepalive) if the view has one not yet taken.  A type
 # comparison for every other view.

@@ -72,6 +72,7 @@ from ..core._view cimport (
     protocol_for_any,
     knows_producer_stream,
     order_view,
+    raise_pending,
     view_by_protocol,
     view_new,
 )
@@ -1272,18 +1273,10 @@ cdef object _run_python_reader_marked(ReaderEntry entry, object obj, object stre
 ctypedef PyObject* (*_unchecked_read_t)(ReaderEntry, object, object, int) noexcept
 
 
-cdef extern from *:
-    """
-    static inline int ic_raise_pending(void) { return -1; }
-    """
-    # Hands the exception already set to the caller's except clauses.
-    int _raise_pending "ic_raise_pending"() except -1
-
-
 cdef object _after_failed_read(object obj, object stream, int protocol):
     # The plugin's reader raised (the exception is set) while view_if_equivalent read obj.
     try:
-        _raise_pending()
+        raise_pending()
     except _NoReaderTook:
         # Every reader of the registration declined the object: the protocol itself decides,
         # as without the fast path.
