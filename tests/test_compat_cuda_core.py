@@ -154,6 +154,52 @@ def test_void_typestrs_view_as_numpys_void_dtype():
         StridedMemoryView.from_array_interface(x["b"])
 
 
+@pytest.mark.parametrize("dtype", [">f8", "S3", "<U2", "<M8[s]", "<m8[ms]", np.longdouble],
+                         ids=["byte-swapped", "bytes", "unicode", "datetime", "timedelta",
+                              "longdouble"])
+def test_element_types_without_a_dlpack_type_view_with_numpys_dtype_of_the_typestr(dtype):
+    x = np.zeros((3, 2), dtype)[:, ::-1]
+    v = StridedMemoryView.from_array_interface(x)
+    assert v.dtype == np.dtype(x.__array_interface__["typestr"])
+    assert (v.ptr, v.shape, v.exporting_obj) == (x.ctypes.data, (3, 2), x)
+    assert v.strides == tuple(st // x.itemsize for st in x.strides)
+    # No DLPack type describes the elements: the export refuses, as cuda.core's does.
+    with pytest.raises(BufferError, match="no DLPack type describes its elements"):
+        v.__dlpack__()
+
+
+def test_object_elements_are_never_viewed():
+    with pytest.raises(TypeError, match="holds Python objects"):
+        StridedMemoryView.from_array_interface(np.zeros(3, object))
+
+
+@pytest.mark.parametrize("dtype", [[("x", "<f4")], "V4", ">i4", "<U1"],
+                         ids=["structured", "void", "byte-swapped", "unicode"])
+def test_view_and_from_buffer_keep_a_dtype_without_a_dlpack_type(dtype):
+    a = np.arange(4, dtype=np.int32)
+    v = StridedMemoryView.from_any_interface(a, -1).view(dtype=dtype)
+    assert (v.dtype, v.shape, v.ptr) == (np.dtype(dtype), (4,), a.ctypes.data)
+    with pytest.raises(BufferError, match="no DLPack type"):
+        v.__dlpack__()
+    b = StridedMemoryView.from_buffer(_buffer(a), (4,), dtype=dtype)
+    assert (b.dtype, b.shape, b.ptr) == (np.dtype(dtype), (4,), a.ctypes.data)
+
+
+def test_a_view_of_no_memory_has_no_layout():
+    with pytest.warns(DeprecationWarning):
+        empty = StridedMemoryView()
+    with pytest.raises(ValueError, match="Cannot infer layout"):
+        getattr(empty, "_layout")
+
+
+@pytest.mark.parametrize("stream_ptr", [np.int64(-1), np.int64(0), np.int32(2)])
+def test_numpy_integer_stream_pointers_are_taken_as_ints(stream_ptr):
+    a = np.arange(4.0)
+    assert StridedMemoryView.from_dlpack(a, stream_ptr).ptr == a.ctypes.data
+    expected = None if stream_ptr == -1 else int(stream_ptr)
+    assert interop_core.resolve_consumer_stream(stream_ptr) == expected
+
+
 def test_as_tensor_map_is_refused_naming_the_way_around():
     with pytest.raises(NotImplementedError, match="cuda.core"):
         StridedMemoryView.from_dlpack(np.zeros(4), -1).as_tensor_map()

@@ -190,17 +190,15 @@ cdef object _from_any_interface(object obj, object stream_ptr):
 
 cdef object _interface_view(int protocol, object obj, object stream_ptr):
     # from_cuda_array_interface / from_array_interface: element types the core's reader refuses
-    # (ValueError: structured and void typestrs) are read by cuda.core's rules instead.
+    # (ValueError: no DLPack type names them) are read by cuda.core's rules instead.
     cdef PyObject* made = (<_unchecked_view_t> _view_or_raise)(protocol, obj,
                                                                _no_order(stream_ptr))
     if made != NULL:
         return _owned(made)
     try:
         raise_pending()
-    except ValueError:
-        if protocol == PROTOCOL_CAI:
-            return _void_view(obj, obj.__cuda_array_interface__, True, stream_ptr)
-        return _void_view(obj, obj.__array_interface__, False, None)
+    except ValueError as refusal:
+        return _opaque_view(protocol, obj, stream_ptr, refusal)
 
 
 cdef object _no_protocol(object obj):
@@ -373,7 +371,6 @@ cdef class StridedMemoryView(CoreView):
         """
         cdef _LaidOutView v
         cdef StridedLayout layout
-        cdef DLDataType dt
         cdef int32_t device_type = kDLCPU, device_id = 0
         if itemsize is None and dtype is None:
             raise ValueError("Either itemsize or dtype must be specified")
@@ -406,8 +403,7 @@ cdef class StridedMemoryView(CoreView):
         v = _LaidOutView.__new__(_LaidOutView)
         extents_copy(&v.rec.ext, &layout._base.ext)
         if dtype is not None:
-            dtype_from_object(dtype, &dt)
-            record_set_dtype(&v.rec, dt, True)
+            _set_element_type(v, dtype)
         else:
             _set_untyped(v, itemsize)
         v.rec.ptr = <uintptr_t> ptr
@@ -455,7 +451,9 @@ cdef class StridedMemoryView(CoreView):
 
     @property
     def _layout(self):
-        """StridedLayout: Shape, strides and itemsize (strides ``None`` when C-contiguous)."""
+        """StridedLayout: Shape, strides and itemsize (strides ``None`` when C-contiguous).
+
+        ``ValueError`` for ``StridedMemoryView()``, which describes no memory."""
         return _layout_of_record(self)
 
     @property
@@ -520,6 +518,9 @@ cdef class StridedMemoryView(CoreView):
         if _untyped(self):
             raise BufferError("Cannot export StridedMemoryView via DLPack without dtype "
                               "information; create the view with dtype specified.")
+        if _without_dlpack_type(self):
+            raise BufferError(f"Cannot export a StridedMemoryView of dtype {self.dtype} via "
+                              "DLPack: no DLPack type describes its elements")
         return CoreView.__dlpack__(self, stream=stream, max_version=max_version,
                                    dl_device=dl_device, copy=copy)
 
@@ -545,48 +546,88 @@ cdef tuple _untyped_triple(int64_t itemsize):
     return (<int> kDLUInt, 8, <int> itemsize)
 
 
-cdef object _void_view(object obj, object interface, bint device, object stream):
-    # Opaque and structured elements ('|V12'), which the core's interface readers refuse (no
-    # DLPack type names them): cuda.core views them with numpy's void dtype of the typestr.
-    # Anything else the reader refused is re-raised.
-    cdef StridedMemoryView v
-    cdef DLDataType dt
-    cdef int32_t device_type = kDLCPU, device_id = 0
-    import numpy
+class _InterfaceCarrier:
+    """An object whose interface dict is another's, its element type replaced (_opaque_view)."""
 
+    def __init__(self, attribute, interface):
+        setattr(self, attribute, interface)
+
+
+cdef object _opaque_view(int protocol, object obj, object stream_ptr, object refusal):
+    # Element types the core's interface readers refuse because no DLPack type names them --
+    # structured elements ('|V12' with named fields in `descr`), non-native byte order ('>f8'),
+    # strings ('|S3', '<U2'), datetimes ('<M8[s]'), extended precision ('<f16') -- cuda.core
+    # views with numpy's dtype of the typestr.  So does this: the core's reader reads the same
+    # interface with the typestr replaced by opaque bytes of the same size (every other field
+    # checked as always), and the view's element type is set from the typestr (see
+    # _set_element_type).  A refusal for any other reason is raised as it was.
+    attribute = ("__cuda_array_interface__" if protocol == PROTOCOL_CAI
+                 else "__array_interface__")
+    interface = getattr(obj, attribute, None)
     typestr = interface.get("typestr") if type(interface) is dict else None
-    if not (isinstance(typestr, str) and len(typestr) > 2 and typestr[1] == "V"):
-        raise
-    itemsize = int(typestr[2:])
-    ptr, readonly = interface["data"]
-    shape = tuple(interface["shape"])
-    strides = interface.get("strides")
-    if strides is not None:
-        if any(st % itemsize for st in strides):
-            raise BufferError(f"strides {tuple(strides)} (bytes) are not multiples of the "
-                              f"itemsize {itemsize} of {typestr!r}")
-        strides = tuple(st // itemsize for st in strides)
-    layout = CoreLayout(shape, strides, itemsize)
-    if device:
-        device_type = 2
-        pointer_device(<uintptr_t> ptr, &device_type, &device_id)
-    v = StridedMemoryView.__new__(StridedMemoryView)
-    extents_copy(&v.rec.ext, &layout.ext)
-    dtype_from_object(_untyped_triple(itemsize), &dt)
-    record_set_dtype(&v.rec, dt, True)
-    v.rec.ptr = <uintptr_t> ptr
-    v.rec.device_type = device_type
-    v.rec.device_id = device_id
-    v.rec.readonly = bool(readonly)
-    if device and interface.get("stream") is not None:
-        v.rec.has_producer_stream = True
-        v.rec.producer_stream = interface["stream"]
+    dtype = _numpy_dtype_of_typestr(typestr)
+    if dtype is None:
+        raise refusal
+    opaque = dict(interface)
+    opaque["typestr"] = f"|V{dtype.itemsize}"
+    opaque.pop("descr", None)
+    v = <CoreView> _view_of(protocol, _InterfaceCarrier(attribute, opaque), _no_order(stream_ptr))
+    _set_element_type(v, dtype)
     v.owner = obj
     v._keepalive = obj
-    v._numpy_dtype = _new_ref(numpy.dtype(typestr))
-    if stream is not None and stream != -1:
-        v.sync(stream)
     return v
+
+
+cdef object _numpy_dtype_of_typestr(object typestr):
+    # numpy's dtype of an interface's typestr, or None where numpy reads none.
+    if not isinstance(typestr, str):
+        return None
+    import numpy
+
+    try:
+        return numpy.dtype(typestr)
+    except (TypeError, ValueError):
+        return None
+
+
+cdef int _set_element_type(CoreView v, object dtype) except -1:
+    # The view's element type from a numpy dtype.  One DLPack names is recorded as such; one
+    # none does (structured, void, byte-swapped, strings, datetimes) is recorded as opaque bytes
+    # of its itemsize, which copies and to() move whole, with the numpy dtype kept for `dtype`,
+    # as cuda.core keeps it; DLPack export refuses such a view (__dlpack__), as cuda.core's
+    # does.  Object elements are Python references, never memory to hand out.
+    cdef DLDataType dt
+    try:
+        dtype_from_object(dtype, &dt)
+    except (TypeError, ValueError):
+        if dtype.hasobject:
+            raise TypeError(f"dtype {dtype!r} holds Python objects: their memory is references, "
+                            "not data, and is not viewed") from None
+        dtype_from_object(_untyped_triple(dtype.itemsize), &dt)
+        record_set_dtype(&v.rec, dt, True)
+        _replace_dtype_cache(v, dtype)
+        return 0
+    record_set_dtype(&v.rec, dt, True)
+    return 0
+
+
+cdef int _replace_dtype_cache(CoreView v, object dtype) except -1:
+    cdef PyObject* old = v._numpy_dtype
+    v._numpy_dtype = _new_ref(dtype)
+    Py_XDECREF(old)
+    return 0
+
+
+cdef bint _without_dlpack_type(CoreView v):
+    # A view whose numpy dtype no DLPack type names (see _set_element_type).
+    cdef DLDataType dt
+    if v._numpy_dtype == NULL or <object> v._numpy_dtype is None:
+        return False
+    try:
+        dtype_from_object(<object> v._numpy_dtype, &dt)
+    except (TypeError, ValueError):
+        return True
+    return False
 
 
 cdef int _set_untyped(CoreView v, object itemsize) except -1:
@@ -638,7 +679,6 @@ cdef class _LaidOutView(StridedMemoryView):
 
 cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype):
     cdef _LaidOutView v
-    cdef DLDataType dt
     cdef int64_t isz = layout._base.itemsize, lo, hi, new_lo, new_hi
     cdef uintptr_t base = src.rec.ptr
     size = None
@@ -672,8 +712,7 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
     v = _LaidOutView.__new__(_LaidOutView)
     extents_copy(&v.rec.ext, &layout._base.ext)
     if dtype is not None:
-        dtype_from_object(dtype, &dt)
-        record_set_dtype(&v.rec, dt, True)
+        _set_element_type(v, dtype)
     else:
         _set_untyped(v, isz)
     v.rec.ptr = <uintptr_t> (<int64_t> base + layout._base.slice_offset * isz)
@@ -691,7 +730,13 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
 
 
 cdef StridedLayout _layout_of_record(CoreView v):
-    cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
+    cdef StridedLayout out
+    if v.rec.dtype.bits == 0:
+        # StridedMemoryView(): no element size, so no layout (a layout of itemsize 0 would
+        # claim one element in no bytes).
+        raise ValueError("Cannot infer layout from the exporting object: the view describes "
+                         "no memory")
+    out = StridedLayout.__new__(StridedLayout)
     out._base = layout_from_extents(&v.rec.ext, v.rec.itemsize, 0)
     out._implicit = -1      # C-contiguous and not empty; decided on first need (_is_implicit)
     return out

@@ -213,6 +213,12 @@ cdef int dtype_from_typestr(object typestr, DLDataType* out) except -1:
 
 
 cdef long _parse_typestr(str ts) except -1:
+    # Kinds with no DLPack type are named first: their typestrs may carry more than a size
+    # ('<M8[s]').
+    if len(ts) >= 2 and ts[0] in "<>|=" and ts[1] in "mM":
+        raise ValueError(f"typestr {ts!r}: datetime/timedelta elements are not supported")
+    if len(ts) >= 2 and ts[0] in "<>|=" and ts[1] == "O":
+        raise ValueError(f"typestr {ts!r}: Python object elements are not supported")
     if len(ts) < 3 or ts[0] not in "<>|=" or not ts[2:].isdigit():
         raise ValueError(
             f"malformed typestr {ts!r}: expected a byte-order character (<, >, |), a kind "
@@ -220,10 +226,6 @@ cdef long _parse_typestr(str ts) except -1:
     cdef str order = ts[0]
     cdef str kind = ts[1]
     cdef long nbytes = int(ts[2:])
-    if kind in "mM":
-        raise ValueError(f"typestr {ts!r}: datetime/timedelta elements are not supported")
-    if kind == "O":
-        raise ValueError(f"typestr {ts!r}: Python object elements are not supported")
     if kind == "V":
         # Opaque elements of nbytes each (a structured element read whole, as cuda.core reads
         # it; torch's bfloat16 "<V2" too: its meaning is not in the typestr).

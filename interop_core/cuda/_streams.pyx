@@ -13,6 +13,7 @@
 
 from ..core cimport _refcount  # 64-bit reference-count increments: see the file
 from cpython.long cimport PyLong_AsUnsignedLongLong
+from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 from cpython.weakref cimport PyWeakref_GetRef, PyWeakref_NewRef
@@ -128,6 +129,9 @@ cdef object canonical_object_stream(object stream, intptr_t* handle):
         if pair[0] != 0:
             raise ValueError(f"unsupported __cuda_stream__ protocol version {pair[0]}")
         return canonical_stream(int(pair[1]), handle)
+    if hasattr(type(stream), "__index__"):
+        # An integer of another type (numpy's int64, as cuda.core accepts for stream_ptr).
+        return canonical_stream(PyNumber_Index(stream), handle)
     raise TypeError(
         f"stream must be None, -1, an int CUstream handle, an object with __cuda_stream__ or a "
         f"stream type a plugin registered, got {type(stream).__name__}")
