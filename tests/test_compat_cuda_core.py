@@ -373,6 +373,33 @@ def test_unsqueezed_gives_numpys_expand_dims_strides():
         assert layout.unsqueezed(axes).strides_in_bytes == np.expand_dims(base, axes).strides
 
 
+def test_unsqueezed_counts_negative_axes_from_the_end_before_finding_repeats():
+    # cuda.core 1.2.2 checks each axis in turn: in range, counted from the end, not seen before.
+    layout = StridedLayout((2, 3), None, 4)
+    with pytest.raises(ValueError, match=r"^Axis 0 appears multiple times\.$"):
+        layout.unsqueezed((0, -4))
+    with pytest.raises(ValueError, match=r"^Axis 1 appears multiple times\.$"):
+        StridedLayout((), None, 4).unsqueezed((1, -1))
+    with pytest.raises(ValueError, match=r"^Axis 3 appears multiple times\.$"):
+        layout.unsqueezed((-1, -1))
+    with pytest.raises(ValueError, match=r"^Invalid axis: 9 out of range for 5D tensor$"):
+        layout.unsqueezed((9, 0, 0))
+
+
+def test_unsqueezed_takes_any_sequence_of_axes_and_refuses_floats():
+    layout = StridedLayout((2, 3), None, 4)
+    for axes in ([0], range(1), np.array([0])):
+        front = layout.unsqueezed(axes)
+        assert (front.shape, front.strides) == ((1, 2, 3), (6, 3, 1))
+    both = layout.unsqueezed(range(2))
+    assert (both.shape, both.strides) == ((1, 1, 2, 3), (6, 6, 3, 1))
+    assert layout.unsqueezed([]).strides is None
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.0"):
+        layout.unsqueezed(1.0)
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.5"):
+        layout.unsqueezed((1.5,))
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

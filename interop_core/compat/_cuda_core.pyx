@@ -14,6 +14,7 @@
 # strides for layouts that hold no element, and cuda.core's error types and messages.
 
 cimport cython
+from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
@@ -1070,23 +1071,36 @@ cdef class StridedLayout:
 
         Parameters
         ----------
-        axis : int or tuple of int
+        axis : int or sequence of int
+            Positions in the result (negative count from its end), as a tuple, a list or any
+            other sequence.
 
         Returns
         -------
         StridedLayout
+
+        Raises
+        ------
+        ValueError
+            With cuda.core's messages: an axis out of range, or one named twice (negative
+            axes counted from the end first: ``(0, -3)`` of a 1-d layout names axis 0 twice).
+        TypeError
+            An axis that is not an integer (``1.0`` included), naming it.
         """
-        axes = (axis,) if not isinstance(axis, tuple) else axis
+        axes = _axes_arg(axis, "axis")
         if not axes:
             return self
-        if len(set(axes)) != len(axes):
-            repeated = next(a for a in axes if axes.count(a) > 1)
-            raise ValueError(f"Axis {repeated} appears multiple times.")
         n = self._base.ext.ndim + len(axes)
+        inserted = set()
+        # One pass in cuda.core's order: each axis is checked, then normalized, then compared
+        # with those before it, so the first bad axis is the one reported.
         for a in axes:
             if not -n <= a < n:
                 raise ValueError(f"Invalid axis: {a} out of range for {n}D tensor")
-        inserted = {a % n for a in axes}
+            a = a + n if a < 0 else a
+            if a in inserted:
+                raise ValueError(f"Axis {a} appears multiple times.")
+            inserted.add(a)
         shape = extents_shape_tuple(&self._base.ext)
         strides = extents_strides_tuple(&self._base.ext, 1)
         new_shape = []
@@ -1234,6 +1248,31 @@ cdef int _cc_axis(object axis, int ndim) except -1:
     if not -ndim <= axis < ndim:
         raise ValueError(f"Invalid axis: {axis} out of range for {ndim}D tensor")
     return axis % ndim
+
+
+cdef object _int_arg(object value, str name):
+    """``value`` as an int (what ``operator.index`` takes: ints, bools, numpy integers), or a
+    TypeError naming the argument and the value.  cuda.core truncates floats (``1.5`` is axis
+    1); an axis or a mask is an integer, so a float is refused, as extents are."""
+    try:
+        return PyNumber_Index(value)
+    except TypeError:
+        raise TypeError(f"Argument '{name}' has incorrect type (expected int, got "
+                        f"{type(value).__name__} {value!r})") from None
+
+
+cdef tuple _axes_arg(object axis, str name):
+    """One axis, or a sequence of them (tuple, list, range, array), as a tuple of ints."""
+    try:
+        return (PyNumber_Index(axis),)
+    except TypeError:
+        pass
+    try:
+        items = tuple(axis)
+    except TypeError:
+        raise TypeError(f"Argument '{name}' has incorrect type (expected int or a sequence of "
+                        f"ints, got {type(axis).__name__} {axis!r})") from None
+    return tuple([_int_arg(a, name) for a in items])
 
 
 cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int ax):
