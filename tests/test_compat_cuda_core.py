@@ -400,6 +400,47 @@ def test_unsqueezed_takes_any_sequence_of_axes_and_refuses_floats():
         layout.unsqueezed((1.5,))
 
 
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda lay: StridedLayout.dense((2, 3), 4, stride_order=None),
+         "The stride_order must be 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: StridedLayout.dense_like(lay, None),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: lay.to_dense(None),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: lay.to_dense(1),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: 1"),
+        (lambda lay: lay.to_dense(b"C"),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: b'C'"),
+    ],
+)
+def test_a_stride_order_that_is_not_one_is_a_value_error_naming_it(call, message):
+    with pytest.raises(ValueError) as info:
+        call(StridedLayout((2, 3), None, 4))
+    assert str(info.value) == message
+
+
+def test_float_axes_and_masks_are_type_errors_naming_the_argument_and_value():
+    layout = StridedLayout((2, 3), None, 4)
+    with pytest.raises(TypeError, match=r"'mask'.*float 1\.0"):
+        layout.flattened(mask=1.0)
+    with pytest.raises(TypeError, match=r"'start_axis'.*float 0\.0"):
+        layout.flattened(0.0, 1)
+    with pytest.raises(TypeError, match=r"'end_axis'.*float 1\.0"):
+        layout.flattened(0, 1.0)
+    with pytest.raises(TypeError, match=r"'mask'.*float 1\.0"):
+        StridedLayout((), None, 4).flattened(mask=1.0)
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.0"):
+        layout.max_compatible_itemsize(axis=1.0)
+    with pytest.raises(TypeError, match=r"'stride_order'.*float 1\.0"):
+        layout.to_dense((1.0, 0))
+    # integers of any kind, as cuda.core takes them
+    assert layout.flattened(np.int64(0), 1).shape == (6,)
+    assert layout.flattened(mask=np.int64(2)).shape == (6,)
+    assert layout.to_dense([1, 0]).strides == (1, 2)
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

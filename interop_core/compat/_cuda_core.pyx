@@ -792,10 +792,8 @@ cdef class StridedLayout:
         for extent in shape:
             if extent < 0:
                 raise ValueError("Extents must be non-negative")
-        if not isinstance(stride_order, str):
-            _check_permutation(tuple(stride_order), len(shape), "The stride order must be a "
-                               "permutation.")
-        return _wrap(CoreLayout.dense(shape, itemsize, stride_order))
+        return _wrap(CoreLayout.dense(shape, itemsize, _order_arg(stride_order, False,
+                                                                  len(shape))))
 
     @classmethod
     def dense_like(cls, StridedLayout other not None, stride_order="K"):
@@ -811,7 +809,8 @@ cdef class StridedLayout:
         -------
         StridedLayout
         """
-        return _wrap(CoreLayout.dense_like(other._base, _order_arg(stride_order)))
+        return _wrap(CoreLayout.dense_like(other._base, _order_arg(stride_order, True,
+                                                                   other._base.ext.ndim)))
 
     # --- what the layout says ------------------------------------------------------------------
 
@@ -951,7 +950,7 @@ cdef class StridedLayout:
         -------
         StridedLayout
         """
-        order = _order_arg(stride_order)
+        order = _order_arg(stride_order, True, self._base.ext.ndim)
         if self._base.slice_offset == 0 and isinstance(order, str) and (
                 (order == "K" and self._base.is_contiguous_any)
                 or (order == "C" and self._base.is_contiguous_c)
@@ -1023,6 +1022,10 @@ cdef class StridedLayout:
         """
         cdef int ndim = self._base.ext.ndim
         cdef int i
+        start_axis = _int_arg(start_axis, "start_axis")
+        end_axis = _int_arg(end_axis, "end_axis")
+        if mask is not None:
+            mask = _int_arg(mask, "mask")
         start = start_axis + ndim if start_axis < 0 else start_axis
         end = end_axis + ndim if end_axis < 0 else end_axis
         if mask is None and not (start_axis == 0 and end_axis == -1):
@@ -1245,6 +1248,7 @@ cdef class StridedLayout:
 
 cdef int _cc_axis(object axis, int ndim) except -1:
     """``axis`` normalized to ``[0, ndim)``, or cuda.core's ValueError."""
+    axis = _int_arg(axis, "axis")
     if not -ndim <= axis < ndim:
         raise ValueError(f"Invalid axis: {axis} out of range for {ndim}D tensor")
     return axis % ndim
@@ -1337,13 +1341,25 @@ cdef tuple _expand_dims_strides(tuple new_shape, set inserted, tuple strides):
     return tuple(out)
 
 
-cdef object _order_arg(object stride_order):
+cdef object _order_arg(object stride_order, bint allow_k, int ndim):
+    """A stride order as the core takes it: "C", "F", "K" (where ``allow_k``) or a permutation
+    of ``range(ndim)`` as a tuple of ints; anything else (None, an int, bytes) is cuda.core's
+    ValueError naming the argument and the value."""
     if isinstance(stride_order, str):
-        if stride_order not in ("K", "C", "F"):
-            raise ValueError("The stride_order must be 'K', 'C', 'F', or a permutation tuple. "
-                             f"Got: {stride_order}")
-        return stride_order
-    return tuple(stride_order)
+        if stride_order in ("C", "F") or (allow_k and stride_order == "K"):
+            return stride_order
+    elif not isinstance(stride_order, (bytes, bytearray)):
+        try:
+            entries = tuple(stride_order)
+        except TypeError:
+            entries = None      # not a sequence: refused below
+        if entries is not None:
+            axes = tuple([_int_arg(a, "stride_order") for a in entries])
+            _check_permutation(axes, ndim, "The stride order must be a permutation.")
+            return axes
+    names = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
+    raise ValueError(f"The stride_order must be {names}, or a permutation tuple. "
+                     f"Got: {stride_order}")
 
 
 cdef object _check_permutation(tuple axes, int ndim, str prefix):
