@@ -441,6 +441,45 @@ def test_float_axes_and_masks_are_type_errors_naming_the_argument_and_value():
     assert layout.to_dense([1, 0]).strides == (1, 2)
 
 
+def test_layouts_of_no_element_keep_the_strides_cuda_core_keeps():
+    # cuda.core 1.2.2: permuting, indexing, unsqueezing and broadcasting keep strides
+    assert StridedLayout((0,), (24,), 4).permuted((0,)).strides == (24,)
+    assert StridedLayout((8, 0, 4), (34, 12, 0), 1)[()].strides == (34, 12, 0)
+    indexed = StridedLayout((2, 0), (5, 1), 4)[1]
+    assert (indexed.shape, indexed.strides, indexed.slice_offset) == ((0,), (1,), 5)
+    layout = StridedLayout((3, 0, 2), (7, 5, 3), 4)
+    reversed_ = layout[::-1]
+    assert (reversed_.strides, reversed_.slice_offset) == ((-7, 5, 3), 14)
+    assert layout.unsqueezed(0).strides == (21, 7, 5, 3)
+    assert StridedLayout.dense((2,), 8).broadcast_to((0, 2)).strides == (0, 1)
+
+
+def test_layouts_of_no_element_get_zero_strides_where_cuda_core_gives_them():
+    # dense strides of no element, and a slice that selects no element along its axis
+    assert StridedLayout.dense((3, 0, 2), 4, "F").strides == (0, 0, 0)
+    assert StridedLayout((3, 0, 2), None, 4).permuted((0, 1, 2)).strides == (0, 0, 0)
+    layout = StridedLayout((3, 0, 2), (7, 5, 3), 4)
+    assert layout.to_dense((2, 1, 0)).strides == (0, 0, 0)
+    assert layout.reshaped((3, 0, 2)).strides == (0, 0, 0)
+    squeezed = layout.squeezed()
+    assert (squeezed.shape, squeezed.strides) == ((0,), (0,))
+    sliced = StridedLayout((3, 4, 2), (7, 5, 3), 4)[1:, 1:1, ::-1]
+    assert (sliced.shape, sliced.strides, sliced.slice_offset) == ((2, 0, 2), (0, 0, 0), 10)
+    across = layout[:, :, ::-1]
+    assert (across.strides, across.slice_offset) == ((0, 0, 0), 3)
+    # made without strides, a layout of no element has cuda.core's zero strides underneath
+    nothing = StridedLayout((3, 2, 0), None, 4)[::-2, 2:][0]
+    assert (nothing.strides, nothing.slice_offset, nothing.is_dense) == ((0, 0), 0, True)
+
+
+def test_a_layout_made_without_strides_has_c_stride_order():
+    assert StridedLayout((0, 1), None, 4).stride_order == (0, 1)
+    assert StridedLayout((2, 0, 1, 2), None, 3).stride_order == (0, 1, 2, 3)
+    # made explicit, zero strides sort by extent, as in cuda.core
+    explicit = StridedLayout((2, 0, 1, 2), None, 3).permuted((0, 1, 2, 3))
+    assert explicit.stride_order == (0, 3, 2, 1)
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

@@ -10,8 +10,9 @@
 # `exporting_obj`, views without a dtype, cuda.core's error messages.
 #
 # StridedLayout wraps the core's (final) StridedLayout and adds what cuda.core's layout says
-# beyond the layout itself: whether it was made without strides (then `strides` is None), zero
-# strides for layouts that hold no element, and cuda.core's error types and messages.
+# beyond the layout itself: whether it was made without strides (then `strides` is None), the
+# zero strides cuda.core gives the layouts of no element some operations make, and cuda.core's
+# error types and messages.
 
 cimport cython
 from cpython.number cimport PyNumber_Index
@@ -718,16 +719,31 @@ cdef object _as_shape_tuple(object shape, str what):
 
 
 cdef StridedLayout _wrap(CoreLayout base):
-    # A derived layout: explicit strides, and zero strides when it holds no element (cuda.core).
+    # A derived layout, with explicit strides.  cuda.core keeps the strides an operation
+    # derives, whether or not the layout holds an element; the operations whose layouts of no
+    # element cuda.core gives zero strides pass them through _zero_strides_if_empty first.
     cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
-    cdef int i
-    if base.ext.ndim and extents_volume(&base.ext) == 0:
-        zeros = (0,) * base.ext.ndim
-        base = CoreLayout(extents_shape_tuple(&base.ext), zeros, base.itemsize,
-                          base.slice_offset)
     out._base = base
     out._implicit = False
     return out
+
+
+cdef CoreLayout _zero_strides_if_empty(CoreLayout base):
+    """``base``, or, when it holds no element, ``base`` with every stride 0.
+
+    cuda.core's dense strides of a layout of no element are all 0: those ``strides=None``
+    implies, and those of ``dense``, ``to_dense``, ``dense_like`` and ``reshaped``; so are
+    those of a slice that selects no element along one of its axes.  (The core's dense strides
+    skip extents of 0, as numpy's do.)
+    """
+    cdef CoreLayout zeroed
+    cdef int i
+    if extents_volume(&base.ext) != 0:
+        return base
+    zeroed = layout_from_extents(&base.ext, base.itemsize, base.slice_offset)
+    for i in range(zeroed.ext.ndim):    # a copy no one else has seen yet
+        zeroed.ext.strides[i] = 0
+    return zeroed
 
 
 # A view's `layout` makes one of these around a new core layout on every read: kept out of the
@@ -739,10 +755,14 @@ cdef class StridedLayout:
     """cuda.core's ``_StridedLayout``, over interop-core's :class:`interop_core.StridedLayout`.
 
     Shape, strides (in elements) and itemsize of strided memory, immutable, with cuda.core's
-    conventions: a layout made with ``strides=None`` reports ``strides`` ``None`` (C order
-    implied) until a transformation makes them explicit, layouts that hold no element have
-    zero strides, ``stride_order`` breaks ties by extent, ``offset_bounds`` is ``(0, -1)`` when
-    empty, ``required_size_in_bytes()`` is a method, and errors carry cuda.core's messages.
+    conventions: a layout made with ``strides=None`` reports ``strides`` ``None`` and
+    ``stride_order`` C order until a transformation makes its strides explicit; the dense
+    strides of a layout that holds no element are all 0 (those ``strides=None`` implies, and
+    those of :meth:`dense`, :meth:`to_dense`, :meth:`dense_like`, :meth:`reshaped` and
+    :meth:`squeezed`), and so are those of a slice that selects no element along an axis,
+    while the other operations keep the strides they derive; ``stride_order`` breaks ties by
+    extent, ``offset_bounds`` is ``(0, -1)`` when empty, ``required_size_in_bytes()`` is a
+    method, and errors carry cuda.core's messages.
 
     Parameters
     ----------
@@ -772,7 +792,10 @@ cdef class StridedLayout:
                 if any(s % isz for s in strides):
                     raise ValueError("strides must be divisible by itemsize")
                 strides = tuple(s // isz for s in strides)
-        self._base = CoreLayout(shape, strides, isz)
+        if strides is None:
+            self._base = _zero_strides_if_empty(CoreLayout(shape, None, isz))
+        else:
+            self._base = CoreLayout(shape, strides, isz)
         self._implicit = strides is None
 
     @classmethod
@@ -792,8 +815,8 @@ cdef class StridedLayout:
         for extent in shape:
             if extent < 0:
                 raise ValueError("Extents must be non-negative")
-        return _wrap(CoreLayout.dense(shape, itemsize, _order_arg(stride_order, False,
-                                                                  len(shape))))
+        return _wrap(_zero_strides_if_empty(CoreLayout.dense(
+            shape, itemsize, _order_arg(stride_order, False, len(shape)))))
 
     @classmethod
     def dense_like(cls, StridedLayout other not None, stride_order="K"):
@@ -809,8 +832,8 @@ cdef class StridedLayout:
         -------
         StridedLayout
         """
-        return _wrap(CoreLayout.dense_like(other._base, _order_arg(stride_order, True,
-                                                                   other._base.ext.ndim)))
+        return _wrap(_zero_strides_if_empty(CoreLayout.dense_like(
+            other._base, _order_arg(stride_order, True, other._base.ext.ndim))))
 
     # --- what the layout says ------------------------------------------------------------------
 
@@ -856,7 +879,11 @@ cdef class StridedLayout:
     @property
     def stride_order(self):
         """tuple of int: Axes from the largest to the smallest stride (ties: larger extent
-        first, then lower axis)."""
+        first, then lower axis); C order for a layout made without strides."""
+        if _is_implicit(self):
+            # strides=None means C order, whatever the extents (the zero strides of a layout
+            # of no element would sort by extent)
+            return tuple(range(self._base.ext.ndim))
         return self._base.stride_order
 
     @property
@@ -956,7 +983,7 @@ cdef class StridedLayout:
                 or (order == "C" and self._base.is_contiguous_c)
                 or (order == "F" and self._base.is_contiguous_f)):
             return self
-        return _wrap(self._base.to_dense(order))
+        return _wrap(_zero_strides_if_empty(self._base.to_dense(order)))
 
     def reshaped(self, shape):
         """The same elements, in C order, with another shape (no copy).
@@ -979,12 +1006,14 @@ cdef class StridedLayout:
         _as_shape_tuple(shape, "shape")
         try:
             reshaped = self._base.reshaped(shape)
-            # The same shape: the same strides (those of extents of 1 included), as numpy.
-            return _wrap(self._base if reshaped == self._base or
-                         reshaped.shape == self._base.shape else reshaped)
         except ValueError:
             _reshape_error(extents_volume(&self._base.ext), shape)
             raise
+        if extents_volume(&reshaped.ext) == 0:
+            return _wrap(_zero_strides_if_empty(reshaped))
+        # The same shape: the same strides (those of extents of 1 included), as numpy.
+        return _wrap(self._base if reshaped == self._base or
+                     reshaped.shape == self._base.shape else reshaped)
 
     def permuted(self, axis_order):
         """The layout with its axes reordered (numpy ``transpose``).
@@ -1401,7 +1430,8 @@ cdef object _reshape_error(int64_t volume, tuple shape):
 
 
 cdef StridedLayout _sliced(StridedLayout self, object slices):
-    cdef int ndim = self._base.ext.ndim
+    cdef int ndim = self._base.ext.ndim, dim = 0
+    cdef CoreLayout result
     key = slices if isinstance(slices, tuple) else (slices,)
     for item in key:
         if not isinstance(item, (int, slice)) or isinstance(item, bool):
@@ -1410,7 +1440,7 @@ cdef StridedLayout _sliced(StridedLayout self, object slices):
         raise ValueError(f"The number of slices ({len(key)}) is greater than the number of "
                          f"dimensions ({ndim}).")
     try:
-        return _wrap(self._base.sliced(key))
+        result = self._base.sliced(key)
     except IndexError:
         for axis, item in enumerate(key):
             if isinstance(item, int):
@@ -1419,6 +1449,15 @@ cdef StridedLayout _sliced(StridedLayout self, object slices):
                     raise ValueError(f"Invalid index: {item} out of range for axis {axis} with "
                                      f"extent {extent}") from None
         raise
+    # cuda.core zeroes every stride when a slice selects no element along its axis; integer
+    # indices and the axes left out keep theirs, even in a layout of no element.  Each slice
+    # keeps its axis, in order, so `dim` is the result's axis of the slice at hand.
+    for item in key:
+        if isinstance(item, slice):
+            if result.ext.shape[dim] == 0:
+                return _wrap(_zero_strides_if_empty(result))
+            dim += 1
+    return _wrap(result)
 
 
 # --- the decorator ----------------------------------------------------------------------------
