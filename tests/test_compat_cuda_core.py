@@ -480,6 +480,23 @@ def test_a_layout_made_without_strides_has_c_stride_order():
     assert explicit.stride_order == (0, 3, 2, 1)
 
 
+def test_flattening_a_layout_of_no_element_merges_by_the_stride_rule():
+    # cuda.core 1.2.2 merges axis i into axis i - 1 where stride[i - 1] == stride[i] * extent[i],
+    # whatever the volume
+    apart = StridedLayout((2, 0), (4, 0), 2)
+    assert apart.flattened_axis_mask() == 0
+    assert (apart.flattened().shape, apart.flattened().strides) == ((2, 0), (4, 0))
+    together = StridedLayout((2, 0), (0, 1), 4)
+    assert together.flattened_axis_mask() == 2
+    assert (together.flattened().shape, together.flattened().strides) == ((0,), (1,))
+    partly = StridedLayout((2, 0, 3), (9, 3, 1), 4).flattened()
+    assert (partly.shape, partly.strides) == ((2, 0), (9, 1))
+    assert StridedLayout((0,), (4,), 1).flattened(mask=0).strides == (4,)
+    implicit = StridedLayout((2, 0, 3), None, 4)    # zero strides underneath: all merge
+    assert implicit.flattened_axis_mask() == 6
+    assert (implicit.flattened().shape, implicit.flattened().strides) == ((0,), (0,))
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

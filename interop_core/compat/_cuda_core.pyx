@@ -959,8 +959,9 @@ cdef class StridedLayout:
         Returns
         -------
         int
-            Bit ``i`` set: axis ``i`` merges into axis ``i - 1``.  Masks of layouts with the
-            same ``ndim`` combine with ``&``.
+            Bit ``i`` set: axis ``i`` merges into axis ``i - 1`` (cuda.core's rule: the stride
+            of axis ``i - 1`` is that of axis ``i`` times its extent, whether or not the layout
+            holds an element).  Masks of layouts with the same ``ndim`` combine with ``&``.
         """
         return _merge_mask(self._base)
 
@@ -1048,9 +1049,11 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+            Each merged axis has the product of the extents and the stride of the last axis
+            merged; the other axes keep their strides, whether or not the layout holds an
+            element.  A 0-d layout gives shape ``(1,)``.
         """
         cdef int ndim = self._base.ext.ndim
-        cdef int i
         start_axis = _int_arg(start_axis, "start_axis")
         end_axis = _int_arg(end_axis, "end_axis")
         if mask is not None:
@@ -1073,18 +1076,8 @@ cdef class StridedLayout:
                 return _wrap(self._base)
             one = 1     # a Python int: masks of 64 axes overflow a C shift
             mask = ((one << (end + 1)) - 1) & ~((one << (start + 1)) - 1)
-        if extents_volume(&self._base.ext) == 0:
-            # No element: every axis the mask names merges, and every stride is 0, as cuda.core
-            # gives them.
-            extents = [int(self._base.ext.shape[0])]
-            for i in range(1, ndim):
-                if (mask >> i) & 1:
-                    extents[len(extents) - 1] = extents[len(extents) - 1] * int(
-                        self._base.ext.shape[i])
-                else:
-                    extents.append(int(self._base.ext.shape[i]))
-            return _wrap(CoreLayout(tuple(extents), (0,) * len(extents), self._base.itemsize,
-                                    self._base.slice_offset))
+        # Where cuda.core's rule allows a merge, the core's allows it too (a layout of no
+        # element merges wherever the mask says), so the AND of the masks is cuda.core's.
         return _wrap(self._base.merged(mask=mask & _merge_mask(self._base)))
 
     def squeezed(self):
@@ -1337,14 +1330,14 @@ cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int
 
 
 cdef object _merge_mask(CoreLayout base):
-    # cuda.core's rule: axis i merges into axis i - 1 when stride[i - 1] == stride[i] * extent[i]
-    # (the core also merges extents of 1 whatever their strides); every axis when nothing is held.
+    # cuda.core's rule, whether or not the layout holds an element: axis i merges into axis
+    # i - 1 when stride[i - 1] == stride[i] * extent[i] (the core also merges extents of 1
+    # whatever their strides, and every axis of a layout of no element).  The product is a
+    # Python int: in a layout of no element, nothing bounds an extent times a stride.
     cdef int i
-    if extents_volume(&base.ext) == 0:
-        return base.merge_mask
     mask = 0
     for i in range(1, base.ext.ndim):
-        if base.ext.strides[i - 1] == base.ext.strides[i] * base.ext.shape[i]:
+        if base.ext.strides[i - 1] == (<object> base.ext.strides[i]) * base.ext.shape[i]:
             mask |= (<object> 1) << i
     return mask
 
