@@ -497,6 +497,24 @@ def test_flattening_a_layout_of_no_element_merges_by_the_stride_rule():
     assert (implicit.flattened().shape, implicit.flattened().strides) == ((0,), (0,))
 
 
+def test_dense_like_returns_a_layout_already_dense_in_the_named_order_itself():
+    # cuda.core 1.2.2: dense_like(other, order) is other.to_dense(order)
+    implicit = StridedLayout((2, 3), None, 4)
+    assert StridedLayout.dense_like(implicit) is implicit and implicit.strides is None
+    assert StridedLayout.dense_like(implicit, "C").strides is None
+    line = StridedLayout((8,), None, 1)
+    assert StridedLayout.dense_like(line, "C").strides is None
+    assert StridedLayout.dense_like(line, "F").strides is None
+    assert StridedLayout.dense_like(StridedLayout.dense((3, 1), 8, "F"), "C").strides == (1, 3)
+    assert StridedLayout.dense_like(StridedLayout((0,), (40,), 1)).strides == (40,)
+    # a permutation makes a new layout; so does a slice offset
+    assert StridedLayout.dense_like(line, (0,)).strides == (1,)
+    assert StridedLayout.dense_like(StridedLayout((0,), (40,), 1), (0,)).strides == (0,)
+    shifted = StridedLayout.dense_like(StridedLayout((3, 1), (1, 5), 8)[1:], "C")
+    assert (shifted.strides, shifted.slice_offset) == ((1, 1), 0)
+    assert StridedLayout.dense_like(implicit, "F").strides == (1, 2)
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

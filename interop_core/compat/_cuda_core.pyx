@@ -820,7 +820,7 @@ cdef class StridedLayout:
 
     @classmethod
     def dense_like(cls, StridedLayout other not None, stride_order="K"):
-        """A dense layout with ``other``'s shape and itemsize.
+        """A dense layout with ``other``'s shape and itemsize: ``other.to_dense(stride_order)``.
 
         Parameters
         ----------
@@ -831,9 +831,10 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+            ``other`` itself when it is already dense in the order a letter names (see
+            :meth:`to_dense`).
         """
-        return _wrap(_zero_strides_if_empty(CoreLayout.dense_like(
-            other._base, _order_arg(stride_order, True, other._base.ext.ndim))))
+        return _to_dense(other, stride_order)
 
     # --- what the layout says ------------------------------------------------------------------
 
@@ -968,23 +969,23 @@ cdef class StridedLayout:
     # --- derived layouts ----------------------------------------------------------------------
 
     def to_dense(self, stride_order="K"):
-        """A dense layout with this shape and itemsize (``self`` when already so).
+        """A dense layout with this shape and itemsize.
 
         Parameters
         ----------
         stride_order : {"K", "C", "F"} or tuple of int, optional
+            ``"K"``: this layout's :attr:`stride_order`.
 
         Returns
         -------
         StridedLayout
+            ``self`` when ``stride_order`` is a letter and this layout is already dense in
+            that order (contiguous in it, any order for ``"K"``, with no slice offset): its
+            strides, ``None`` included, are kept, as cuda.core keeps them.  Otherwise (a
+            permutation always) a new dense layout, whose strides are all 0 when it holds no
+            element.
         """
-        order = _order_arg(stride_order, True, self._base.ext.ndim)
-        if self._base.slice_offset == 0 and isinstance(order, str) and (
-                (order == "K" and self._base.is_contiguous_any)
-                or (order == "C" and self._base.is_contiguous_c)
-                or (order == "F" and self._base.is_contiguous_f)):
-            return self
-        return _wrap(_zero_strides_if_empty(self._base.to_dense(order)))
+        return _to_dense(self, stride_order)
 
     def reshaped(self, shape):
         """The same elements, in C order, with another shape (no copy).
@@ -1361,6 +1362,19 @@ cdef tuple _expand_dims_strides(tuple new_shape, set inserted, tuple strides):
         else:
             last = out[i] * new_shape[i]
     return tuple(out)
+
+
+cdef StridedLayout _to_dense(StridedLayout layout, object stride_order):
+    # to_dense and dense_like: cuda.core returns the layout itself where a letter names an order
+    # it is already dense in (an empty layout is contiguous in every order), and makes a new
+    # one otherwise, even for a permutation that describes the layout as it is.
+    order = _order_arg(stride_order, True, layout._base.ext.ndim)
+    if layout._base.slice_offset == 0 and isinstance(order, str) and (
+            (order == "K" and layout._base.is_contiguous_any)
+            or (order == "C" and layout._base.is_contiguous_c)
+            or (order == "F" and layout._base.is_contiguous_f)):
+        return layout
+    return _wrap(_zero_strides_if_empty(layout._base.to_dense(order)))
 
 
 cdef object _order_arg(object stride_order, bint allow_k, int ndim):
