@@ -159,6 +159,19 @@ def test_as_tensor_map_is_refused_naming_the_way_around():
         StridedMemoryView.from_dlpack(np.zeros(4), -1).as_tensor_map()
 
 
+@pytest.mark.parametrize("constructor", sorted(CONSTRUCTORS))
+def test_views_of_no_element_have_strides_none_on_the_view_and_its_layout(constructor):
+    # cuda.core 1.2.2 reads such arrays through the array interface, whose strides are None:
+    # the view's and its layout's strides are None, and the layout's are 0 underneath.
+    for array in (np.zeros((0, 2), "f4"), np.zeros((2, 0, 3), "f4")[:, :, ::2],
+                  np.lib.stride_tricks.as_strided(np.zeros(4, "f4"), (0, 2), (8, 4))):
+        v = CONSTRUCTORS[constructor](array)
+        assert (v.strides, v._layout.strides, v.layout.strides) == (None, None, None)
+        assert v._layout.stride_order == tuple(range(array.ndim))
+        assert v._layout.permuted(tuple(range(array.ndim))[::-1]).strides == (0,) * array.ndim
+        assert v._layout == StridedLayout(array.shape, None, 4)
+
+
 # --- views of buffers and view() -------------------------------------------------------------------
 
 def _buffer(a):

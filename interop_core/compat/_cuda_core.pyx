@@ -693,19 +693,26 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
 
 
 cdef StridedLayout _layout_of_record(CoreView v):
+    # The view's layout says what the view's `strides` says: None where the view is
+    # C-contiguous, every view of no element included.  Such a layout is the one cuda.core
+    # makes with strides=None (what the array interfaces give for C-contiguous memory), whose
+    # strides underneath are 0 when it holds no element, whatever the producer's were.
     cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
     out._base = layout_from_extents(&v.rec.ext, v.rec.itemsize, 0)
-    out._implicit = -1      # C-contiguous and not empty; decided on first need (_is_implicit)
+    if extents_volume(&v.rec.ext) == 0:
+        out._base = _zero_strides_if_empty(out._base)
+        out._implicit = True
+    else:
+        out._implicit = -1  # decided on first need (_is_implicit)
     return out
 
 
 cdef inline bint _is_implicit(StridedLayout layout) noexcept:
-    # A view's layout has strides None when the view is C-contiguous and holds an element: a
-    # question for the layout's strides, not for making it (a launcher reading `layout` on
-    # every call may never ask it).
+    # Whether a view's layout holding an element is C-contiguous (strides None): a question for
+    # the layout's strides, not for making it (a launcher reading `layout` on every call may
+    # never ask it).
     if layout._implicit < 0:
-        layout._implicit = (extents_is_c_contiguous(&layout._base.ext)
-                            and extents_volume(&layout._base.ext) != 0)
+        layout._implicit = extents_is_c_contiguous(&layout._base.ext)
     return layout._implicit
 
 
