@@ -528,6 +528,27 @@ def test_dense_like_returns_a_layout_already_dense_in_the_named_order_itself():
     assert StridedLayout.dense_like(implicit, "F").strides == (1, 2)
 
 
+def test_max_compatible_itemsize_of_a_layout_of_no_element_comes_from_its_strides():
+    # cuda.core 1.2.2 answers as for a layout with elements: itemsize where the axis has extent
+    # 0 or a stride other than 1, else the gcd of max_itemsize, the axis bytes, the offset and
+    # the other strides in bytes
+    assert StridedLayout((2, 0), (5, 5), 5, True).max_compatible_itemsize(axis=0) == 1
+    assert StridedLayout((0, 4), (4, 1), 4).max_compatible_itemsize() == 16
+    assert StridedLayout((0, 4), (4, 1), 4).max_compatible_itemsize(axis=0) == 4
+    assert StridedLayout((4, 0), (1, 8), 4)[2:].max_compatible_itemsize(axis=0) == 8
+    assert StridedLayout((0,), (1,), 4).max_compatible_itemsize() == 4
+    assert StridedLayout((0, 3), None, 4).max_compatible_itemsize() == 4
+
+
+def test_repacking_a_layout_of_no_element_checks_its_strides_as_cuda_core_does():
+    with pytest.raises(ValueError, match=r"^The 0 axis stride \(3\) must be divisible by 2\.$"):
+        StridedLayout((0, 2), (3, 1), 2).repacked(4)
+    with pytest.raises(ValueError, match=r"^The axis 1 stride must be 1, got 0\.$"):
+        StridedLayout((0, 2), None, 4).repacked(2)     # zero strides underneath
+    packed = StridedLayout((0, 4), (4, 1), 4).repacked(16)
+    assert (packed.shape, packed.strides, packed.itemsize) == ((0, 1), (1, 1), 16)
+
+
 # --- cuda.core as the oracle ---------------------------------------------------------------------
 
 _layouts = st.integers(min_value=0, max_value=4).flatmap(

@@ -24,6 +24,7 @@ from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLUInt
 from ..core._dtypes cimport dtype_from_object, dtype_to_numpy, record_set_dtype
 from ..core._layout cimport StridedLayout as CoreLayout
 from ..core._layout cimport (
+    extents_compatible_itemsize,
     extents_is_c_contiguous,
     extents_merge_mask,
     extents_offset_bounds,
@@ -1210,11 +1211,13 @@ cdef class StridedLayout:
             # the core re-cuts an empty axis; cuda.core refuses to, either way
             raise ValueError(f"The axis {ax} extent must be non-zero, got 0.")
         if extents_volume(&self._base.ext) == 0:
-            # No element: the core re-cuts the axis whatever its stride; cuda.core checks the
-            # stride it reports (0 for the dense layouts of no element).
-            strides = self.strides
-            if strides is not None and strides[ax] != 1:
-                raise ValueError(f"The axis {ax} stride must be 1, got {strides[ax]}.")
+            # No element: the core re-cuts the axis whatever the strides; cuda.core checks them
+            # as for a layout with elements (the axis stride, 0 for the layouts of no element
+            # made with strides=None, whatever its extent; then those _repack_error names).
+            if self._base.ext.strides[ax] != 1:
+                raise ValueError(f"The axis {ax} stride must be 1, got "
+                                 f"{self._base.ext.strides[ax]}.")
+            _repack_error(self._base, itemsize, data_ptr, ax)
         try:
             return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
         except ValueError:
@@ -1227,6 +1230,11 @@ cdef class StridedLayout:
         Returns
         -------
         int
+            The greatest common divisor of ``max_itemsize``, ``data_ptr``, the bytes of
+            ``axis``, the slice offset in bytes and the strides in bytes of the other axes;
+            ``itemsize`` where ``axis`` is not contiguous.  A layout of no element answers as
+            one with elements would, from the same strides (``itemsize`` when ``axis`` has
+            extent 0), as in cuda.core.
 
         Raises
         ------
@@ -1234,12 +1242,22 @@ cdef class StridedLayout:
             With cuda.core's messages: ``max_itemsize`` not positive or below ``itemsize``,
             ``axis`` out of range.
         """
+        max_itemsize = _int_arg(max_itemsize, "max_itemsize")
         if max_itemsize <= 0:
             raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}.")
-        _cc_axis(axis, self._base.ext.ndim)
+        cdef int ax = _cc_axis(axis, self._base.ext.ndim)
         if max_itemsize < self._base.itemsize:
             raise ValueError(f"max_itemsize ({max_itemsize}) cannot be less than itemsize "
                              f"({self._base.itemsize}).")
+        if extents_volume(&self._base.ext) == 0:
+            # The core answers itemsize for a layout of no element (nothing to repack);
+            # cuda.core answers from its strides, as repacked() checks them here.
+            if self._base.ext.shape[ax] == 0 or self._base.ext.strides[ax] != 1:
+                return self._base.itemsize
+            ptr = 0 if data_ptr is None else _int_arg(data_ptr, "data_ptr")
+            return extents_compatible_itemsize(&self._base.ext, self._base.itemsize,
+                                               self._base.slice_offset, max_itemsize,
+                                               <uint64_t> (ptr % max_itemsize), ax)
         return self._base.max_compatible_itemsize(max_itemsize, data_ptr, axis)
 
     def sliced(self, slices):
@@ -1310,8 +1328,9 @@ cdef tuple _axes_arg(object axis, str name):
 
 
 cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int ax):
-    """Raise cuda.core's message for a repacking the core refused, where one names the cause
-    (returns otherwise: the caller re-raises the core's own error)."""
+    """Raise cuda.core's message for a repacking cuda.core refuses, where one names the cause
+    (returns otherwise: after a refusal of the core's, the caller re-raises the core's own
+    error)."""
     cdef int64_t isz = base.itemsize
     cdef tuple shape = extents_shape_tuple(&base.ext)
     cdef tuple strides = extents_strides_tuple(&base.ext, 1)
