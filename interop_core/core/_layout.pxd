@@ -25,7 +25,9 @@ cdef StridedLayout layout_from_extents(const Extents* ext, int64_t itemsize, int
 
 # Apply an indexing key (ints, slices with any step, Ellipsis, None, or a tuple of them) to
 # `src`, writing the result into `dst` (initialised Extents) and the element offset of the new
-# element 0 relative to the old one into `offset`.  Raises IndexError / TypeError like numpy.
+# element 0 relative to the old one into `offset`.  Raises IndexError (too many indices, counted
+# first; an int out of range) and TypeError (any other kind of index: floats, strs, lists,
+# arrays, bools), as StridedLayout.sliced documents.
 # `dst` may be `src`.
 cdef int extents_getitem(const Extents* src, object key, Extents* dst, int64_t* offset) except -1
 

@@ -921,7 +921,10 @@ cdef class StridedLayout:
     meaningful after a reshape; its :attr:`offset_bounds` are the empty range
     ``(slice_offset, slice_offset - 1)``.  Bad shapes, axes and strides raise ``ValueError``
     (:class:`AxisError`, also an ``IndexError``, for an axis out of range) or ``TypeError``
-    for non-integers, with a message naming the shapes involved; indexing raises as numpy does.
+    for non-integers, with a message naming the shapes involved.  Indexing raises
+    ``IndexError`` where numpy does (too many indices, an int out of range) but ``TypeError``
+    for an index of a kind it does not take (floats, strs, lists, arrays, bools), where numpy
+    raises ``IndexError`` or indexes by array; see :meth:`sliced`.
 
     Examples
     --------
@@ -1184,9 +1187,13 @@ cdef class StridedLayout:
         Raises
         ------
         IndexError
-            For an int out of range, too many indices, or more than one Ellipsis.
+            For too many indices, more than one Ellipsis, or an int out of range, as numpy.
+            The indices are counted before their kinds are checked: on a 0-d layout any index
+            but ``...`` and ``None`` (``L0d[True]``, ``L0d[1.0]`` included) is one too many.
         TypeError
-            For any other kind of index (arrays, lists, bools, floats).
+            For an index of any other kind: floats, strs, lists, arrays, and bools (a layout
+            cannot select by mask).  numpy raises ``IndexError`` for floats and strs, and
+            indexes by array with lists, arrays and bools.
         ValueError
             For a slice step of 0, or a result of more than 64 dims.
         """
