@@ -205,6 +205,19 @@ def test_as_tensor_map_is_refused_naming_the_way_around():
         StridedMemoryView.from_dlpack(np.zeros(4), -1).as_tensor_map()
 
 
+@pytest.mark.parametrize("constructor", sorted(CONSTRUCTORS))
+def test_views_of_no_element_have_strides_none_on_the_view_and_its_layout(constructor):
+    # cuda.core 1.2.2 reads such arrays through the array interface, whose strides are None:
+    # the view's and its layout's strides are None, and the layout's are 0 underneath.
+    for array in (np.zeros((0, 2), "f4"), np.zeros((2, 0, 3), "f4")[:, :, ::2],
+                  np.lib.stride_tricks.as_strided(np.zeros(4, "f4"), (0, 2), (8, 4))):
+        v = CONSTRUCTORS[constructor](array)
+        assert (v.strides, v._layout.strides, v.layout.strides) == (None, None, None)
+        assert v._layout.stride_order == tuple(range(array.ndim))
+        assert v._layout.permuted(tuple(range(array.ndim))[::-1]).strides == (0,) * array.ndim
+        assert v._layout == StridedLayout(array.shape, None, 4)
+
+
 # --- views of buffers and view() -------------------------------------------------------------------
 
 def _buffer(a):
@@ -417,6 +430,169 @@ def test_unsqueezed_gives_numpys_expand_dims_strides():
     layout = StridedLayout(base.shape, base.strides, 1)
     for axes in ((0,), (3,), (4,), (0, 2), (1, 5)):
         assert layout.unsqueezed(axes).strides_in_bytes == np.expand_dims(base, axes).strides
+
+
+def test_unsqueezed_counts_negative_axes_from_the_end_before_finding_repeats():
+    # cuda.core 1.2.2 checks each axis in turn: in range, counted from the end, not seen before.
+    layout = StridedLayout((2, 3), None, 4)
+    with pytest.raises(ValueError, match=r"^Axis 0 appears multiple times\.$"):
+        layout.unsqueezed((0, -4))
+    with pytest.raises(ValueError, match=r"^Axis 1 appears multiple times\.$"):
+        StridedLayout((), None, 4).unsqueezed((1, -1))
+    with pytest.raises(ValueError, match=r"^Axis 3 appears multiple times\.$"):
+        layout.unsqueezed((-1, -1))
+    with pytest.raises(ValueError, match=r"^Invalid axis: 9 out of range for 5D tensor$"):
+        layout.unsqueezed((9, 0, 0))
+
+
+def test_unsqueezed_takes_any_sequence_of_axes_and_refuses_floats():
+    layout = StridedLayout((2, 3), None, 4)
+    for axes in ([0], range(1), np.array([0])):
+        front = layout.unsqueezed(axes)
+        assert (front.shape, front.strides) == ((1, 2, 3), (6, 3, 1))
+    both = layout.unsqueezed(range(2))
+    assert (both.shape, both.strides) == ((1, 1, 2, 3), (6, 6, 3, 1))
+    assert layout.unsqueezed([]).strides is None
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.0"):
+        layout.unsqueezed(1.0)
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.5"):
+        layout.unsqueezed((1.5,))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda lay: StridedLayout.dense((2, 3), 4, stride_order=None),
+         "The stride_order must be 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: StridedLayout.dense_like(lay, None),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: lay.to_dense(None),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: None"),
+        (lambda lay: lay.to_dense(1),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: 1"),
+        (lambda lay: lay.to_dense(b"C"),
+         "The stride_order must be 'K', 'C', 'F', or a permutation tuple. Got: b'C'"),
+    ],
+)
+def test_a_stride_order_that_is_not_one_is_a_value_error_naming_it(call, message):
+    with pytest.raises(ValueError) as info:
+        call(StridedLayout((2, 3), None, 4))
+    assert str(info.value) == message
+
+
+def test_float_axes_and_masks_are_type_errors_naming_the_argument_and_value():
+    layout = StridedLayout((2, 3), None, 4)
+    with pytest.raises(TypeError, match=r"'mask'.*float 1\.0"):
+        layout.flattened(mask=1.0)
+    with pytest.raises(TypeError, match=r"'start_axis'.*float 0\.0"):
+        layout.flattened(0.0, 1)
+    with pytest.raises(TypeError, match=r"'end_axis'.*float 1\.0"):
+        layout.flattened(0, 1.0)
+    with pytest.raises(TypeError, match=r"'mask'.*float 1\.0"):
+        StridedLayout((), None, 4).flattened(mask=1.0)
+    with pytest.raises(TypeError, match=r"'axis'.*float 1\.0"):
+        layout.max_compatible_itemsize(axis=1.0)
+    with pytest.raises(TypeError, match=r"'stride_order'.*float 1\.0"):
+        layout.to_dense((1.0, 0))
+    # integers of any kind, as cuda.core takes them
+    assert layout.flattened(np.int64(0), 1).shape == (6,)
+    assert layout.flattened(mask=np.int64(2)).shape == (6,)
+    assert layout.to_dense([1, 0]).strides == (1, 2)
+
+
+def test_layouts_of_no_element_keep_the_strides_cuda_core_keeps():
+    # cuda.core 1.2.2: permuting, indexing, unsqueezing and broadcasting keep strides
+    assert StridedLayout((0,), (24,), 4).permuted((0,)).strides == (24,)
+    assert StridedLayout((8, 0, 4), (34, 12, 0), 1)[()].strides == (34, 12, 0)
+    indexed = StridedLayout((2, 0), (5, 1), 4)[1]
+    assert (indexed.shape, indexed.strides, indexed.slice_offset) == ((0,), (1,), 5)
+    layout = StridedLayout((3, 0, 2), (7, 5, 3), 4)
+    reversed_ = layout[::-1]
+    assert (reversed_.strides, reversed_.slice_offset) == ((-7, 5, 3), 14)
+    assert layout.unsqueezed(0).strides == (21, 7, 5, 3)
+    assert StridedLayout.dense((2,), 8).broadcast_to((0, 2)).strides == (0, 1)
+
+
+def test_layouts_of_no_element_get_zero_strides_where_cuda_core_gives_them():
+    # dense strides of no element, and a slice that selects no element along its axis
+    assert StridedLayout.dense((3, 0, 2), 4, "F").strides == (0, 0, 0)
+    assert StridedLayout((3, 0, 2), None, 4).permuted((0, 1, 2)).strides == (0, 0, 0)
+    layout = StridedLayout((3, 0, 2), (7, 5, 3), 4)
+    assert layout.to_dense((2, 1, 0)).strides == (0, 0, 0)
+    assert layout.reshaped((3, 0, 2)).strides == (0, 0, 0)
+    squeezed = layout.squeezed()
+    assert (squeezed.shape, squeezed.strides) == ((0,), (0,))
+    sliced = StridedLayout((3, 4, 2), (7, 5, 3), 4)[1:, 1:1, ::-1]
+    assert (sliced.shape, sliced.strides, sliced.slice_offset) == ((2, 0, 2), (0, 0, 0), 10)
+    across = layout[:, :, ::-1]
+    assert (across.strides, across.slice_offset) == ((0, 0, 0), 3)
+    # made without strides, a layout of no element has cuda.core's zero strides underneath
+    nothing = StridedLayout((3, 2, 0), None, 4)[::-2, 2:][0]
+    assert (nothing.strides, nothing.slice_offset, nothing.is_dense) == ((0, 0), 0, True)
+
+
+def test_a_layout_made_without_strides_has_c_stride_order():
+    assert StridedLayout((0, 1), None, 4).stride_order == (0, 1)
+    assert StridedLayout((2, 0, 1, 2), None, 3).stride_order == (0, 1, 2, 3)
+    # made explicit, zero strides sort by extent, as in cuda.core
+    explicit = StridedLayout((2, 0, 1, 2), None, 3).permuted((0, 1, 2, 3))
+    assert explicit.stride_order == (0, 3, 2, 1)
+
+
+def test_flattening_a_layout_of_no_element_merges_by_the_stride_rule():
+    # cuda.core 1.2.2 merges axis i into axis i - 1 where stride[i - 1] == stride[i] * extent[i],
+    # whatever the volume
+    apart = StridedLayout((2, 0), (4, 0), 2)
+    assert apart.flattened_axis_mask() == 0
+    assert (apart.flattened().shape, apart.flattened().strides) == ((2, 0), (4, 0))
+    together = StridedLayout((2, 0), (0, 1), 4)
+    assert together.flattened_axis_mask() == 2
+    assert (together.flattened().shape, together.flattened().strides) == ((0,), (1,))
+    partly = StridedLayout((2, 0, 3), (9, 3, 1), 4).flattened()
+    assert (partly.shape, partly.strides) == ((2, 0), (9, 1))
+    assert StridedLayout((0,), (4,), 1).flattened(mask=0).strides == (4,)
+    implicit = StridedLayout((2, 0, 3), None, 4)    # zero strides underneath: all merge
+    assert implicit.flattened_axis_mask() == 6
+    assert (implicit.flattened().shape, implicit.flattened().strides) == ((0,), (0,))
+
+
+def test_dense_like_returns_a_layout_already_dense_in_the_named_order_itself():
+    # cuda.core 1.2.2: dense_like(other, order) is other.to_dense(order)
+    implicit = StridedLayout((2, 3), None, 4)
+    assert StridedLayout.dense_like(implicit) is implicit and implicit.strides is None
+    assert StridedLayout.dense_like(implicit, "C").strides is None
+    line = StridedLayout((8,), None, 1)
+    assert StridedLayout.dense_like(line, "C").strides is None
+    assert StridedLayout.dense_like(line, "F").strides is None
+    assert StridedLayout.dense_like(StridedLayout.dense((3, 1), 8, "F"), "C").strides == (1, 3)
+    assert StridedLayout.dense_like(StridedLayout((0,), (40,), 1)).strides == (40,)
+    # a permutation makes a new layout; so does a slice offset
+    assert StridedLayout.dense_like(line, (0,)).strides == (1,)
+    assert StridedLayout.dense_like(StridedLayout((0,), (40,), 1), (0,)).strides == (0,)
+    shifted = StridedLayout.dense_like(StridedLayout((3, 1), (1, 5), 8)[1:], "C")
+    assert (shifted.strides, shifted.slice_offset) == ((1, 1), 0)
+    assert StridedLayout.dense_like(implicit, "F").strides == (1, 2)
+
+
+def test_max_compatible_itemsize_of_a_layout_of_no_element_comes_from_its_strides():
+    # cuda.core 1.2.2 answers as for a layout with elements: itemsize where the axis has extent
+    # 0 or a stride other than 1, else the gcd of max_itemsize, the axis bytes, the offset and
+    # the other strides in bytes
+    assert StridedLayout((2, 0), (5, 5), 5, True).max_compatible_itemsize(axis=0) == 1
+    assert StridedLayout((0, 4), (4, 1), 4).max_compatible_itemsize() == 16
+    assert StridedLayout((0, 4), (4, 1), 4).max_compatible_itemsize(axis=0) == 4
+    assert StridedLayout((4, 0), (1, 8), 4)[2:].max_compatible_itemsize(axis=0) == 8
+    assert StridedLayout((0,), (1,), 4).max_compatible_itemsize() == 4
+    assert StridedLayout((0, 3), None, 4).max_compatible_itemsize() == 4
+
+
+def test_repacking_a_layout_of_no_element_checks_its_strides_as_cuda_core_does():
+    with pytest.raises(ValueError, match=r"^The 0 axis stride \(3\) must be divisible by 2\.$"):
+        StridedLayout((0, 2), (3, 1), 2).repacked(4)
+    with pytest.raises(ValueError, match=r"^The axis 1 stride must be 1, got 0\.$"):
+        StridedLayout((0, 2), None, 4).repacked(2)     # zero strides underneath
+    packed = StridedLayout((0, 4), (4, 1), 4).repacked(16)
+    assert (packed.shape, packed.strides, packed.itemsize) == ((0, 1), (1, 1), 16)
 
 
 # --- cuda.core as the oracle ---------------------------------------------------------------------

@@ -134,10 +134,11 @@ def test_strides_is_none_exactly_for_c_contiguous_views_and_is_kept(layout):
 
 
 @pytest.mark.parametrize("layout", list(_arrays()))
-def test_a_views_layout_has_implicit_strides_only_when_c_contiguous_and_not_empty(layout):
+def test_a_views_layout_has_implicit_strides_exactly_when_the_view_does(layout):
     array = _arrays()[layout]
     v = StridedMemoryView.from_dlpack(array, -1)
-    implicit = array.flags.c_contiguous and array.size > 0
+    implicit = array.flags.c_contiguous     # every array of no element included
+    assert (v.strides is None) == implicit
     for read in ("strides", "strides_in_bytes"):
         got = getattr(v.layout, read)
         assert (got is None) == implicit, read

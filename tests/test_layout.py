@@ -428,12 +428,32 @@ def test_slice_offsets_accumulate_over_repeated_slicing():
         (slice(0.5, None), TypeError),
     ],
 )
-def test_bad_indices_raise_like_numpy(key, exc):
+def test_bad_indices_raise_the_documented_errors(key, exc):
     layout = StridedLayout((3, 4, 5))
     with pytest.raises(exc):
         layout[key]
     with pytest.raises(exc):
         layout.sliced(key)
+
+
+@pytest.mark.parametrize("key", [1.0, "a"])
+def test_an_index_of_a_kind_not_taken_is_a_type_error_where_numpy_raises_index_error(key):
+    with pytest.raises(IndexError):
+        np.zeros((3, 4, 5))[key]
+    with pytest.raises(TypeError) as info:
+        StridedLayout((3, 4, 5))[key]
+    assert not isinstance(info.value, IndexError)
+
+
+@pytest.mark.parametrize("key", [True, np.bool_(True), 1.0, "a", [0], 0])
+def test_indices_are_counted_before_their_kinds_are_checked(key):
+    # on a 0-d layout any index but ... and None is one too many, a bool included
+    layout = StridedLayout(())
+    with pytest.raises(IndexError, match="too many indices"):
+        layout[key]
+    with pytest.raises(IndexError, match="too many indices"):
+        layout.sliced(key)
+    assert layout[...].shape == () and layout[None].shape == (1,)
 
 
 def test_indexing_beyond_64_dims_is_a_clear_error():

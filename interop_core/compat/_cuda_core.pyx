@@ -10,10 +10,12 @@
 # `exporting_obj`, views without a dtype, cuda.core's error messages.
 #
 # StridedLayout wraps the core's (final) StridedLayout and adds what cuda.core's layout says
-# beyond the layout itself: whether it was made without strides (then `strides` is None), zero
-# strides for layouts that hold no element, and cuda.core's error types and messages.
+# beyond the layout itself: whether it was made without strides (then `strides` is None), the
+# zero strides cuda.core gives the layouts of no element some operations make, and cuda.core's
+# error types and messages.
 
 cimport cython
+from cpython.number cimport PyNumber_Index
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
@@ -22,6 +24,7 @@ from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLUInt
 from ..core._dtypes cimport dtype_from_object, dtype_to_numpy, record_set_dtype
 from ..core._layout cimport StridedLayout as CoreLayout
 from ..core._layout cimport (
+    extents_compatible_itemsize,
     extents_is_c_contiguous,
     extents_merge_mask,
     extents_offset_bounds,
@@ -730,6 +733,10 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
 
 
 cdef StridedLayout _layout_of_record(CoreView v):
+    # The view's layout says what the view's `strides` says: None where the view is
+    # C-contiguous, every view of no element included.  Such a layout is the one cuda.core
+    # makes with strides=None (what the array interfaces give for C-contiguous memory), whose
+    # strides underneath are 0 when it holds no element, whatever the producer's were.
     cdef StridedLayout out
     if v.rec.dtype.bits == 0:
         # StridedMemoryView(): no element size, so no layout (a layout of itemsize 0 would
@@ -738,17 +745,20 @@ cdef StridedLayout _layout_of_record(CoreView v):
                          "no memory")
     out = StridedLayout.__new__(StridedLayout)
     out._base = layout_from_extents(&v.rec.ext, v.rec.itemsize, 0)
-    out._implicit = -1      # C-contiguous and not empty; decided on first need (_is_implicit)
+    if extents_volume(&v.rec.ext) == 0:
+        out._base = _zero_strides_if_empty(out._base)
+        out._implicit = True
+    else:
+        out._implicit = -1  # decided on first need (_is_implicit)
     return out
 
 
 cdef inline bint _is_implicit(StridedLayout layout) noexcept:
-    # A view's layout has strides None when the view is C-contiguous and holds an element: a
-    # question for the layout's strides, not for making it (a launcher reading `layout` on
-    # every call may never ask it).
+    # Whether a view's layout holding an element is C-contiguous (strides None): a question for
+    # the layout's strides, not for making it (a launcher reading `layout` on every call may
+    # never ask it).
     if layout._implicit < 0:
-        layout._implicit = (extents_is_c_contiguous(&layout._base.ext)
-                            and extents_volume(&layout._base.ext) != 0)
+        layout._implicit = extents_is_c_contiguous(&layout._base.ext)
     return layout._implicit
 
 
@@ -762,16 +772,31 @@ cdef object _as_shape_tuple(object shape, str what):
 
 
 cdef StridedLayout _wrap(CoreLayout base):
-    # A derived layout: explicit strides, and zero strides when it holds no element (cuda.core).
+    # A derived layout, with explicit strides.  cuda.core keeps the strides an operation
+    # derives, whether or not the layout holds an element; the operations whose layouts of no
+    # element cuda.core gives zero strides pass them through _zero_strides_if_empty first.
     cdef StridedLayout out = StridedLayout.__new__(StridedLayout)
-    cdef int i
-    if base.ext.ndim and extents_volume(&base.ext) == 0:
-        zeros = (0,) * base.ext.ndim
-        base = CoreLayout(extents_shape_tuple(&base.ext), zeros, base.itemsize,
-                          base.slice_offset)
     out._base = base
     out._implicit = False
     return out
+
+
+cdef CoreLayout _zero_strides_if_empty(CoreLayout base):
+    """``base``, or, when it holds no element, ``base`` with every stride 0.
+
+    cuda.core's dense strides of a layout of no element are all 0: those ``strides=None``
+    implies, and those of ``dense``, ``to_dense``, ``dense_like`` and ``reshaped``; so are
+    those of a slice that selects no element along one of its axes.  (The core's dense strides
+    skip extents of 0, as numpy's do.)
+    """
+    cdef CoreLayout zeroed
+    cdef int i
+    if extents_volume(&base.ext) != 0:
+        return base
+    zeroed = layout_from_extents(&base.ext, base.itemsize, base.slice_offset)
+    for i in range(zeroed.ext.ndim):    # a copy no one else has seen yet
+        zeroed.ext.strides[i] = 0
+    return zeroed
 
 
 # A view's `layout` makes one of these around a new core layout on every read: kept out of the
@@ -783,10 +808,14 @@ cdef class StridedLayout:
     """cuda.core's ``_StridedLayout``, over interop-core's :class:`interop_core.StridedLayout`.
 
     Shape, strides (in elements) and itemsize of strided memory, immutable, with cuda.core's
-    conventions: a layout made with ``strides=None`` reports ``strides`` ``None`` (C order
-    implied) until a transformation makes them explicit, layouts that hold no element have
-    zero strides, ``stride_order`` breaks ties by extent, ``offset_bounds`` is ``(0, -1)`` when
-    empty, ``required_size_in_bytes()`` is a method, and errors carry cuda.core's messages.
+    conventions: a layout made with ``strides=None`` reports ``strides`` ``None`` and
+    ``stride_order`` C order until a transformation makes its strides explicit; the dense
+    strides of a layout that holds no element are all 0 (those ``strides=None`` implies, and
+    those of :meth:`dense`, :meth:`to_dense`, :meth:`dense_like`, :meth:`reshaped` and
+    :meth:`squeezed`), and so are those of a slice that selects no element along an axis,
+    while the other operations keep the strides they derive; ``stride_order`` breaks ties by
+    extent, ``offset_bounds`` is ``(0, -1)`` when empty, ``required_size_in_bytes()`` is a
+    method, and errors carry cuda.core's messages.
 
     Parameters
     ----------
@@ -816,7 +845,10 @@ cdef class StridedLayout:
                 if any(s % isz for s in strides):
                     raise ValueError("strides must be divisible by itemsize")
                 strides = tuple(s // isz for s in strides)
-        self._base = CoreLayout(shape, strides, isz)
+        if strides is None:
+            self._base = _zero_strides_if_empty(CoreLayout(shape, None, isz))
+        else:
+            self._base = CoreLayout(shape, strides, isz)
         self._implicit = strides is None
 
     @classmethod
@@ -836,14 +868,12 @@ cdef class StridedLayout:
         for extent in shape:
             if extent < 0:
                 raise ValueError("Extents must be non-negative")
-        if not isinstance(stride_order, str):
-            _check_permutation(tuple(stride_order), len(shape), "The stride order must be a "
-                               "permutation.")
-        return _wrap(CoreLayout.dense(shape, itemsize, stride_order))
+        return _wrap(_zero_strides_if_empty(CoreLayout.dense(
+            shape, itemsize, _order_arg(stride_order, False, len(shape)))))
 
     @classmethod
     def dense_like(cls, StridedLayout other not None, stride_order="K"):
-        """A dense layout with ``other``'s shape and itemsize.
+        """A dense layout with ``other``'s shape and itemsize: ``other.to_dense(stride_order)``.
 
         Parameters
         ----------
@@ -854,8 +884,10 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+            ``other`` itself when it is already dense in the order a letter names (see
+            :meth:`to_dense`).
         """
-        return _wrap(CoreLayout.dense_like(other._base, _order_arg(stride_order)))
+        return _to_dense(other, stride_order)
 
     # --- what the layout says ------------------------------------------------------------------
 
@@ -901,7 +933,11 @@ cdef class StridedLayout:
     @property
     def stride_order(self):
         """tuple of int: Axes from the largest to the smallest stride (ties: larger extent
-        first, then lower axis)."""
+        first, then lower axis); C order for a layout made without strides."""
+        if _is_implicit(self):
+            # strides=None means C order, whatever the extents (the zero strides of a layout
+            # of no element would sort by extent)
+            return tuple(range(self._base.ext.ndim))
         return self._base.stride_order
 
     @property
@@ -977,31 +1013,32 @@ cdef class StridedLayout:
         Returns
         -------
         int
-            Bit ``i`` set: axis ``i`` merges into axis ``i - 1``.  Masks of layouts with the
-            same ``ndim`` combine with ``&``.
+            Bit ``i`` set: axis ``i`` merges into axis ``i - 1`` (cuda.core's rule: the stride
+            of axis ``i - 1`` is that of axis ``i`` times its extent, whether or not the layout
+            holds an element).  Masks of layouts with the same ``ndim`` combine with ``&``.
         """
         return _merge_mask(self._base)
 
     # --- derived layouts ----------------------------------------------------------------------
 
     def to_dense(self, stride_order="K"):
-        """A dense layout with this shape and itemsize (``self`` when already so).
+        """A dense layout with this shape and itemsize.
 
         Parameters
         ----------
         stride_order : {"K", "C", "F"} or tuple of int, optional
+            ``"K"``: this layout's :attr:`stride_order`.
 
         Returns
         -------
         StridedLayout
+            ``self`` when ``stride_order`` is a letter and this layout is already dense in
+            that order (contiguous in it, any order for ``"K"``, with no slice offset): its
+            strides, ``None`` included, are kept, as cuda.core keeps them.  Otherwise (a
+            permutation always) a new dense layout, whose strides are all 0 when it holds no
+            element.
         """
-        order = _order_arg(stride_order)
-        if self._base.slice_offset == 0 and isinstance(order, str) and (
-                (order == "K" and self._base.is_contiguous_any)
-                or (order == "C" and self._base.is_contiguous_c)
-                or (order == "F" and self._base.is_contiguous_f)):
-            return self
-        return _wrap(self._base.to_dense(order))
+        return _to_dense(self, stride_order)
 
     def reshaped(self, shape):
         """The same elements, in C order, with another shape (no copy).
@@ -1024,12 +1061,14 @@ cdef class StridedLayout:
         _as_shape_tuple(shape, "shape")
         try:
             reshaped = self._base.reshaped(shape)
-            # The same shape: the same strides (those of extents of 1 included), as numpy.
-            return _wrap(self._base if reshaped == self._base or
-                         reshaped.shape == self._base.shape else reshaped)
         except ValueError:
             _reshape_error(extents_volume(&self._base.ext), shape)
             raise
+        if extents_volume(&reshaped.ext) == 0:
+            return _wrap(_zero_strides_if_empty(reshaped))
+        # The same shape: the same strides (those of extents of 1 included), as numpy.
+        return _wrap(self._base if reshaped == self._base or
+                     reshaped.shape == self._base.shape else reshaped)
 
     def permuted(self, axis_order):
         """The layout with its axes reordered (numpy ``transpose``).
@@ -1064,9 +1103,15 @@ cdef class StridedLayout:
         Returns
         -------
         StridedLayout
+            Each merged axis has the product of the extents and the stride of the last axis
+            merged; the other axes keep their strides, whether or not the layout holds an
+            element.  A 0-d layout gives shape ``(1,)``.
         """
         cdef int ndim = self._base.ext.ndim
-        cdef int i
+        start_axis = _int_arg(start_axis, "start_axis")
+        end_axis = _int_arg(end_axis, "end_axis")
+        if mask is not None:
+            mask = _int_arg(mask, "mask")
         start = start_axis + ndim if start_axis < 0 else start_axis
         end = end_axis + ndim if end_axis < 0 else end_axis
         if mask is None and not (start_axis == 0 and end_axis == -1):
@@ -1085,18 +1130,8 @@ cdef class StridedLayout:
                 return _wrap(self._base)
             one = 1     # a Python int: masks of 64 axes overflow a C shift
             mask = ((one << (end + 1)) - 1) & ~((one << (start + 1)) - 1)
-        if extents_volume(&self._base.ext) == 0:
-            # No element: every axis the mask names merges, and every stride is 0, as cuda.core
-            # gives them.
-            extents = [int(self._base.ext.shape[0])]
-            for i in range(1, ndim):
-                if (mask >> i) & 1:
-                    extents[len(extents) - 1] = extents[len(extents) - 1] * int(
-                        self._base.ext.shape[i])
-                else:
-                    extents.append(int(self._base.ext.shape[i]))
-            return _wrap(CoreLayout(tuple(extents), (0,) * len(extents), self._base.itemsize,
-                                    self._base.slice_offset))
+        # Where cuda.core's rule allows a merge, the core's allows it too (a layout of no
+        # element merges wherever the mask says), so the AND of the masks is cuda.core's.
         return _wrap(self._base.merged(mask=mask & _merge_mask(self._base)))
 
     def squeezed(self):
@@ -1115,23 +1150,36 @@ cdef class StridedLayout:
 
         Parameters
         ----------
-        axis : int or tuple of int
+        axis : int or sequence of int
+            Positions in the result (negative count from its end), as a tuple, a list or any
+            other sequence.
 
         Returns
         -------
         StridedLayout
+
+        Raises
+        ------
+        ValueError
+            With cuda.core's messages: an axis out of range, or one named twice (negative
+            axes counted from the end first: ``(0, -3)`` of a 1-d layout names axis 0 twice).
+        TypeError
+            An axis that is not an integer (``1.0`` included), naming it.
         """
-        axes = (axis,) if not isinstance(axis, tuple) else axis
+        axes = _axes_arg(axis, "axis")
         if not axes:
             return self
-        if len(set(axes)) != len(axes):
-            repeated = next(a for a in axes if axes.count(a) > 1)
-            raise ValueError(f"Axis {repeated} appears multiple times.")
         n = self._base.ext.ndim + len(axes)
+        inserted = set()
+        # One pass in cuda.core's order: each axis is checked, then normalized, then compared
+        # with those before it, so the first bad axis is the one reported.
         for a in axes:
             if not -n <= a < n:
                 raise ValueError(f"Invalid axis: {a} out of range for {n}D tensor")
-        inserted = {a % n for a in axes}
+            a = a + n if a < 0 else a
+            if a in inserted:
+                raise ValueError(f"Axis {a} appears multiple times.")
+            inserted.add(a)
         shape = extents_shape_tuple(&self._base.ext)
         strides = extents_strides_tuple(&self._base.ext, 1)
         new_shape = []
@@ -1208,11 +1256,13 @@ cdef class StridedLayout:
             # the core re-cuts an empty axis; cuda.core refuses to, either way
             raise ValueError(f"The axis {ax} extent must be non-zero, got 0.")
         if extents_volume(&self._base.ext) == 0:
-            # No element: the core re-cuts the axis whatever its stride; cuda.core checks the
-            # stride it reports (0 for the dense layouts of no element).
-            strides = self.strides
-            if strides is not None and strides[ax] != 1:
-                raise ValueError(f"The axis {ax} stride must be 1, got {strides[ax]}.")
+            # No element: the core re-cuts the axis whatever the strides; cuda.core checks them
+            # as for a layout with elements (the axis stride, 0 for the layouts of no element
+            # made with strides=None, whatever its extent; then those _repack_error names).
+            if self._base.ext.strides[ax] != 1:
+                raise ValueError(f"The axis {ax} stride must be 1, got "
+                                 f"{self._base.ext.strides[ax]}.")
+            _repack_error(self._base, itemsize, data_ptr, ax)
         try:
             return _wrap(self._base.repacked(itemsize, data_ptr, axis, keep_dim))
         except ValueError:
@@ -1225,6 +1275,11 @@ cdef class StridedLayout:
         Returns
         -------
         int
+            The greatest common divisor of ``max_itemsize``, ``data_ptr``, the bytes of
+            ``axis``, the slice offset in bytes and the strides in bytes of the other axes;
+            ``itemsize`` where ``axis`` is not contiguous.  A layout of no element answers as
+            one with elements would, from the same strides (``itemsize`` when ``axis`` has
+            extent 0), as in cuda.core.
 
         Raises
         ------
@@ -1232,12 +1287,22 @@ cdef class StridedLayout:
             With cuda.core's messages: ``max_itemsize`` not positive or below ``itemsize``,
             ``axis`` out of range.
         """
+        max_itemsize = _int_arg(max_itemsize, "max_itemsize")
         if max_itemsize <= 0:
             raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}.")
-        _cc_axis(axis, self._base.ext.ndim)
+        cdef int ax = _cc_axis(axis, self._base.ext.ndim)
         if max_itemsize < self._base.itemsize:
             raise ValueError(f"max_itemsize ({max_itemsize}) cannot be less than itemsize "
                              f"({self._base.itemsize}).")
+        if extents_volume(&self._base.ext) == 0:
+            # The core answers itemsize for a layout of no element (nothing to repack);
+            # cuda.core answers from its strides, as repacked() checks them here.
+            if self._base.ext.shape[ax] == 0 or self._base.ext.strides[ax] != 1:
+                return self._base.itemsize
+            ptr = 0 if data_ptr is None else _int_arg(data_ptr, "data_ptr")
+            return extents_compatible_itemsize(&self._base.ext, self._base.itemsize,
+                                               self._base.slice_offset, max_itemsize,
+                                               <uint64_t> (ptr % max_itemsize), ax)
         return self._base.max_compatible_itemsize(max_itemsize, data_ptr, axis)
 
     def sliced(self, slices):
@@ -1276,14 +1341,41 @@ cdef class StridedLayout:
 
 cdef int _cc_axis(object axis, int ndim) except -1:
     """``axis`` normalized to ``[0, ndim)``, or cuda.core's ValueError."""
+    axis = _int_arg(axis, "axis")
     if not -ndim <= axis < ndim:
         raise ValueError(f"Invalid axis: {axis} out of range for {ndim}D tensor")
     return axis % ndim
 
 
+cdef object _int_arg(object value, str name):
+    """``value`` as an int (what ``operator.index`` takes: ints, bools, numpy integers), or a
+    TypeError naming the argument and the value.  cuda.core truncates floats (``1.5`` is axis
+    1); an axis or a mask is an integer, so a float is refused, as extents are."""
+    try:
+        return PyNumber_Index(value)
+    except TypeError:
+        raise TypeError(f"Argument '{name}' has incorrect type (expected int, got "
+                        f"{type(value).__name__} {value!r})") from None
+
+
+cdef tuple _axes_arg(object axis, str name):
+    """One axis, or a sequence of them (tuple, list, range, array), as a tuple of ints."""
+    try:
+        return (PyNumber_Index(axis),)
+    except TypeError:
+        pass
+    try:
+        items = tuple(axis)
+    except TypeError:
+        raise TypeError(f"Argument '{name}' has incorrect type (expected int or a sequence of "
+                        f"ints, got {type(axis).__name__} {axis!r})") from None
+    return tuple([_int_arg(a, name) for a in items])
+
+
 cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int ax):
-    """Raise cuda.core's message for a repacking the core refused, where one names the cause
-    (returns otherwise: the caller re-raises the core's own error)."""
+    """Raise cuda.core's message for a repacking cuda.core refuses, where one names the cause
+    (returns otherwise: after a refusal of the core's, the caller re-raises the core's own
+    error)."""
     cdef int64_t isz = base.itemsize
     cdef tuple shape = extents_shape_tuple(&base.ext)
     cdef tuple strides = extents_strides_tuple(&base.ext, 1)
@@ -1310,14 +1402,14 @@ cdef object _repack_error(CoreLayout base, object itemsize, object data_ptr, int
 
 
 cdef object _merge_mask(CoreLayout base):
-    # cuda.core's rule: axis i merges into axis i - 1 when stride[i - 1] == stride[i] * extent[i]
-    # (the core also merges extents of 1 whatever their strides); every axis when nothing is held.
+    # cuda.core's rule, whether or not the layout holds an element: axis i merges into axis
+    # i - 1 when stride[i - 1] == stride[i] * extent[i] (the core also merges extents of 1
+    # whatever their strides, and every axis of a layout of no element).  The product is a
+    # Python int: in a layout of no element, nothing bounds an extent times a stride.
     cdef int i
-    if extents_volume(&base.ext) == 0:
-        return base.merge_mask
     mask = 0
     for i in range(1, base.ext.ndim):
-        if base.ext.strides[i - 1] == base.ext.strides[i] * base.ext.shape[i]:
+        if base.ext.strides[i - 1] == (<object> base.ext.strides[i]) * base.ext.shape[i]:
             mask |= (<object> 1) << i
     return mask
 
@@ -1343,13 +1435,38 @@ cdef tuple _expand_dims_strides(tuple new_shape, set inserted, tuple strides):
     return tuple(out)
 
 
-cdef object _order_arg(object stride_order):
+cdef StridedLayout _to_dense(StridedLayout layout, object stride_order):
+    # to_dense and dense_like: cuda.core returns the layout itself where a letter names an order
+    # it is already dense in (an empty layout is contiguous in every order), and makes a new
+    # one otherwise, even for a permutation that describes the layout as it is.
+    order = _order_arg(stride_order, True, layout._base.ext.ndim)
+    if layout._base.slice_offset == 0 and isinstance(order, str) and (
+            (order == "K" and layout._base.is_contiguous_any)
+            or (order == "C" and layout._base.is_contiguous_c)
+            or (order == "F" and layout._base.is_contiguous_f)):
+        return layout
+    return _wrap(_zero_strides_if_empty(layout._base.to_dense(order)))
+
+
+cdef object _order_arg(object stride_order, bint allow_k, int ndim):
+    """A stride order as the core takes it: "C", "F", "K" (where ``allow_k``) or a permutation
+    of ``range(ndim)`` as a tuple of ints; anything else (None, an int, bytes) is cuda.core's
+    ValueError naming the argument and the value."""
     if isinstance(stride_order, str):
-        if stride_order not in ("K", "C", "F"):
-            raise ValueError("The stride_order must be 'K', 'C', 'F', or a permutation tuple. "
-                             f"Got: {stride_order}")
-        return stride_order
-    return tuple(stride_order)
+        if stride_order in ("C", "F") or (allow_k and stride_order == "K"):
+            return stride_order
+    elif not isinstance(stride_order, (bytes, bytearray)):
+        try:
+            entries = tuple(stride_order)
+        except TypeError:
+            entries = None      # not a sequence: refused below
+        if entries is not None:
+            axes = tuple([_int_arg(a, "stride_order") for a in entries])
+            _check_permutation(axes, ndim, "The stride order must be a permutation.")
+            return axes
+    names = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
+    raise ValueError(f"The stride_order must be {names}, or a permutation tuple. "
+                     f"Got: {stride_order}")
 
 
 cdef object _check_permutation(tuple axes, int ndim, str prefix):
@@ -1391,7 +1508,8 @@ cdef object _reshape_error(int64_t volume, tuple shape):
 
 
 cdef StridedLayout _sliced(StridedLayout self, object slices):
-    cdef int ndim = self._base.ext.ndim
+    cdef int ndim = self._base.ext.ndim, dim = 0
+    cdef CoreLayout result
     key = slices if isinstance(slices, tuple) else (slices,)
     for item in key:
         if not isinstance(item, (int, slice)) or isinstance(item, bool):
@@ -1400,7 +1518,7 @@ cdef StridedLayout _sliced(StridedLayout self, object slices):
         raise ValueError(f"The number of slices ({len(key)}) is greater than the number of "
                          f"dimensions ({ndim}).")
     try:
-        return _wrap(self._base.sliced(key))
+        result = self._base.sliced(key)
     except IndexError:
         for axis, item in enumerate(key):
             if isinstance(item, int):
@@ -1409,6 +1527,15 @@ cdef StridedLayout _sliced(StridedLayout self, object slices):
                     raise ValueError(f"Invalid index: {item} out of range for axis {axis} with "
                                      f"extent {extent}") from None
         raise
+    # cuda.core zeroes every stride when a slice selects no element along its axis; integer
+    # indices and the axes left out keep theirs, even in a layout of no element.  Each slice
+    # keeps its axis, in order, so `dim` is the result's axis of the slice at hand.
+    for item in key:
+        if isinstance(item, slice):
+            if result.ext.shape[dim] == 0:
+                return _wrap(_zero_strides_if_empty(result))
+            dim += 1
+    return _wrap(result)
 
 
 # --- the decorator ----------------------------------------------------------------------------

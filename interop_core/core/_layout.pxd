@@ -25,7 +25,9 @@ cdef StridedLayout layout_from_extents(const Extents* ext, int64_t itemsize, int
 
 # Apply an indexing key (ints, slices with any step, Ellipsis, None, or a tuple of them) to
 # `src`, writing the result into `dst` (initialised Extents) and the element offset of the new
-# element 0 relative to the old one into `offset`.  Raises IndexError / TypeError like numpy.
+# element 0 relative to the old one into `offset`.  Raises IndexError (too many indices, counted
+# first; an int out of range) and TypeError (any other kind of index: floats, strs, lists,
+# arrays, bools), as StridedLayout.sliced documents.
 # `dst` may be `src`.
 cdef int extents_getitem(const Extents* src, object key, Extents* dst, int64_t* offset) except -1
 
@@ -61,3 +63,12 @@ cdef StridedLayout layout_repacked(StridedLayout self, int64_t new_itemsize, uin
                                    int64_t axis, bint keep_dim)
 cdef int64_t layout_max_compatible_itemsize(StridedLayout self, int64_t max_itemsize,
                                             uint64_t data_ptr, int64_t axis) except -1
+
+# The largest divisor of `max_itemsize` (> 0) that also divides `data_ptr`, the bytes of dim
+# `ax` (0 <= ax < ndim), `slice_offset` in bytes and the strides in bytes of the other dims of
+# extent other than 1: what layout_max_compatible_itemsize answers once it knows dim `ax` is
+# contiguous and the extents hold an element.  Computed whether or not they do (the compat
+# layer answers as cuda.core does for a layout of no element).
+cdef int64_t extents_compatible_itemsize(const Extents* e, int64_t itemsize,
+                                         int64_t slice_offset, int64_t max_itemsize,
+                                         uint64_t data_ptr, int ax) noexcept nogil

@@ -814,27 +814,36 @@ cdef inline int64_t _gcd_bytes(int64_t g, int64_t count, int64_t itemsize) noexc
     return _gcd(g, b)
 
 
+cdef int64_t extents_compatible_itemsize(const Extents* e, int64_t itemsize,
+                                         int64_t slice_offset, int64_t max_itemsize,
+                                         uint64_t data_ptr, int ax) noexcept nogil:
+    cdef int64_t g
+    cdef int i
+    # A candidate size must divide the data pointer, the bytes of the repacked axis, element
+    # 0's offset in bytes and every stride in bytes that moves an element (with no element,
+    # every stride of an extent other than 1, as if some did).
+    g = _gcd(max_itemsize, <int64_t> (data_ptr % <uint64_t> max_itemsize))
+    g = _gcd_bytes(g, e.shape[ax], itemsize)
+    g = _gcd_bytes(g, slice_offset, itemsize)
+    for i in range(e.ndim):
+        if i != ax and e.shape[i] != 1:
+            g = _gcd_bytes(g, e.strides[i], itemsize)
+    return g
+
+
 cdef int64_t layout_max_compatible_itemsize(StridedLayout self, int64_t max_itemsize,
                                             uint64_t data_ptr, int64_t axis) except -1:
-    cdef int64_t g
-    cdef int nd = self.ext.ndim, i, ax
+    cdef int ax
     if max_itemsize <= 0:
         raise ValueError(f"max_itemsize must be > 0, got {max_itemsize}")
     if max_itemsize < self.itemsize:
         raise ValueError(f"max_itemsize {max_itemsize} is less than the layout's itemsize "
                          f"{self.itemsize}")
-    ax = _checked_axis(axis, nd)
+    ax = _checked_axis(axis, self.ext.ndim)
     if _has_zero_extent(&self.ext) or (self.ext.shape[ax] != 1 and self.ext.strides[ax] != 1):
         return self.itemsize
-    # A candidate size must divide the data pointer, the bytes of the repacked axis, element
-    # 0's offset in bytes and every stride in bytes that moves an element.
-    g = _gcd(max_itemsize, <int64_t> (data_ptr % <uint64_t> max_itemsize))
-    g = _gcd_bytes(g, self.ext.shape[ax], self.itemsize)
-    g = _gcd_bytes(g, self.slice_offset, self.itemsize)
-    for i in range(nd):
-        if i != ax and self.ext.shape[i] != 1:
-            g = _gcd_bytes(g, self.ext.strides[i], self.itemsize)
-    return g
+    return extents_compatible_itemsize(&self.ext, self.itemsize, self.slice_offset,
+                                       max_itemsize, data_ptr, ax)
 
 
 cdef StridedLayout _dense_like(StridedLayout like, object order):
@@ -912,7 +921,10 @@ cdef class StridedLayout:
     meaningful after a reshape; its :attr:`offset_bounds` are the empty range
     ``(slice_offset, slice_offset - 1)``.  Bad shapes, axes and strides raise ``ValueError``
     (:class:`AxisError`, also an ``IndexError``, for an axis out of range) or ``TypeError``
-    for non-integers, with a message naming the shapes involved; indexing raises as numpy does.
+    for non-integers, with a message naming the shapes involved.  Indexing raises
+    ``IndexError`` where numpy does (too many indices, an int out of range) but ``TypeError``
+    for an index of a kind it does not take (floats, strs, lists, arrays, bools), where numpy
+    raises ``IndexError`` or indexes by array; see :meth:`sliced`.
 
     Examples
     --------
@@ -1175,9 +1187,13 @@ cdef class StridedLayout:
         Raises
         ------
         IndexError
-            For an int out of range, too many indices, or more than one Ellipsis.
+            For too many indices, more than one Ellipsis, or an int out of range, as numpy.
+            The indices are counted before their kinds are checked: on a 0-d layout any index
+            but ``...`` and ``None`` (``L0d[True]``, ``L0d[1.0]`` included) is one too many.
         TypeError
-            For any other kind of index (arrays, lists, bools, floats).
+            For an index of any other kind: floats, strs, lists, arrays, and bools (a layout
+            cannot select by mask).  numpy raises ``IndexError`` for floats and strs, and
+            indexes by array with lists, arrays and bools.
         ValueError
             For a slice step of 0, or a result of more than 64 dims.
         """
