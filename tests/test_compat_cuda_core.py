@@ -164,8 +164,28 @@ def test_element_types_without_a_dlpack_type_view_with_numpys_dtype_of_the_types
     assert (v.ptr, v.shape, v.exporting_obj) == (x.ctypes.data, (3, 2), x)
     assert v.strides == tuple(st // x.itemsize for st in x.strides)
     # No DLPack type describes the elements: the export refuses, as cuda.core's does.
-    with pytest.raises(BufferError, match="no DLPack type describes its elements"):
+    with pytest.raises(BufferError, match="not supported for DLPack export|Unsupported dtype for "
+                       "DLPack export"):
         v.__dlpack__()
+
+
+@pytest.mark.parametrize(("dtype", "message"), [
+    ([("x", "<f4"), ("y", "<i4")], "Structured dtypes are not supported for DLPack export"),
+    ("V8", "Unsupported dtype for DLPack export"),
+    (np.dtype(np.int64).newbyteorder("S"), "Non-native-endian dtypes are not supported"),
+], ids=["structured", "void", "byte-swapped"])
+def test_dlpack_export_refusals_say_what_cuda_core_says(dtype, message):
+    view = StridedMemoryView.from_any_interface(np.zeros(3), -1).view(dtype=dtype)
+    with pytest.raises(BufferError, match=message):
+        view.__dlpack__()
+
+
+def test_views_from_buffer_keep_the_strides_convention_of_their_layout():
+    a = np.zeros(6, np.float32)
+    explicit = StridedMemoryView.from_buffer(_buffer(a), (2, 3), (3, 1), dtype=np.float32)
+    implicit = StridedMemoryView.from_buffer(_buffer(a), (2, 3), dtype=np.float32)
+    assert (explicit.strides, implicit.strides) == ((3, 1), None)
+    assert StridedMemoryView.from_buffer(_buffer(a), (), (), dtype=np.float32).strides == ()
 
 
 def test_object_elements_are_never_viewed():
@@ -179,7 +199,7 @@ def test_view_and_from_buffer_keep_a_dtype_without_a_dlpack_type(dtype):
     a = np.arange(4, dtype=np.int32)
     v = StridedMemoryView.from_any_interface(a, -1).view(dtype=dtype)
     assert (v.dtype, v.shape, v.ptr) == (np.dtype(dtype), (4,), a.ctypes.data)
-    with pytest.raises(BufferError, match="no DLPack type"):
+    with pytest.raises(BufferError, match="DLPack export"):
         v.__dlpack__()
     b = StridedMemoryView.from_buffer(_buffer(a), (4,), dtype=dtype)
     assert (b.dtype, b.shape, b.ptr) == (np.dtype(dtype), (4,), a.ctypes.data)

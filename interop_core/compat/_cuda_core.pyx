@@ -258,10 +258,18 @@ cdef class StridedMemoryView(CoreView):
                 b"static methods from_dlpack, from_cuda_array_interface or from_any_interface",
                 2)
             return
-        PyErr_WarnEx(
-            DeprecationWarning,
-            b"Constructing a StridedMemoryView directly from an object is deprecated; use "
-            b"StridedMemoryView.from_dlpack or StridedMemoryView.from_any_interface instead", 2)
+        if not hasattr(obj, "__dlpack__") and hasattr(obj, "__cuda_array_interface__"):
+            PyErr_WarnEx(
+                DeprecationWarning,
+                b"Constructing a StridedMemoryView directly from a CUDA-array-interface-"
+                b"supporting object is deprecated; use StridedMemoryView.from_cuda_array_interface"
+                b" or StridedMemoryView.from_any_interface instead", 2)
+        else:
+            PyErr_WarnEx(
+                DeprecationWarning,
+                b"Constructing a StridedMemoryView directly from an object is deprecated; use "
+                b"StridedMemoryView.from_dlpack or StridedMemoryView.from_any_interface instead",
+                2)
         v = <CoreView> _from_any_interface(obj, stream_ptr)
         record_copy(&self.rec, &v.rec)
         self.owner = v.owner
@@ -522,8 +530,7 @@ cdef class StridedMemoryView(CoreView):
             raise BufferError("Cannot export StridedMemoryView via DLPack without dtype "
                               "information; create the view with dtype specified.")
         if _without_dlpack_type(self):
-            raise BufferError(f"Cannot export a StridedMemoryView of dtype {self.dtype} via "
-                              "DLPack: no DLPack type describes its elements")
+            raise BufferError(_no_dlpack_type_message(self.dtype))
         return CoreView.__dlpack__(self, stream=stream, max_version=max_version,
                                    dl_device=dl_device, copy=copy)
 
@@ -621,6 +628,18 @@ cdef int _replace_dtype_cache(CoreView v, object dtype) except -1:
     return 0
 
 
+cdef str _no_dlpack_type_message(object dtype):
+    # cuda.core's words for each kind of dtype its DLPack export refuses.
+    if dtype.fields is not None:
+        return f"Structured dtypes are not supported for DLPack export (dtype {dtype})"
+    if dtype.byteorder == (">" if _LITTLE_ENDIAN else "<"):
+        return f"Non-native-endian dtypes are not supported for DLPack export (dtype {dtype})"
+    return f"Unsupported dtype for DLPack export: {dtype} (no DLPack type describes its elements)"
+
+
+cdef bint _LITTLE_ENDIAN = __import__("sys").byteorder == "little"
+
+
 cdef bint _without_dlpack_type(CoreView v):
     # A view whose numpy dtype no DLPack type names (see _set_element_type).
     cdef DLDataType dt
@@ -668,6 +687,12 @@ cdef class _LaidOutView(StridedMemoryView):
     cdef StridedLayout _given_layout   # owned: the layout the view was made with
     cdef uintptr_t _base_ptr           # where the layout's slice_offset counts from
     cdef object _buffer_size           # bytes of the Buffer it views, None for other memory
+
+    @property
+    def strides(self):
+        """tuple of int or None: The strides of the layout this view was made with (``None``
+        where that layout was made with ``strides=None``), as cuda.core's."""
+        return self._given_layout.strides
 
     @property
     def _layout(self):
