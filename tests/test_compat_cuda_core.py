@@ -150,8 +150,21 @@ def test_void_typestrs_view_as_numpys_void_dtype():
     x = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i4"), ("b", "f8")])
     v = StridedMemoryView.from_array_interface(x)
     assert (v.dtype, v.shape, v.ptr, v.size) == (np.dtype("V12"), (2,), x.ctypes.data, 2)
-    with pytest.raises(BufferError, match="not a multiple of the itemsize"):
+    with pytest.raises(ValueError, match="strides must be divisible by itemsize"):
         StridedMemoryView.from_array_interface(x["b"])
+
+
+class _Interface:
+    def __init__(self, **interface):
+        self.__cuda_array_interface__ = {"version": 3, "typestr": "<f8", "data": (4096, False),
+                                         "shape": (2,), "strides": (10,), **interface}
+
+
+def test_strides_the_itemsize_does_not_divide_are_cuda_cores_value_error():
+    # The core's own readers refuse them with a BufferError; the compat layer as cuda.core does.
+    with pytest.raises(ValueError, match="strides must be divisible by itemsize") as info:
+        StridedMemoryView.from_cuda_array_interface(_Interface(), -1)
+    assert isinstance(info.value.__cause__, BufferError)
 
 
 @pytest.mark.parametrize("dtype", [">f8", "S3", "<U2", "<M8[s]", "<m8[ms]", np.longdouble],

@@ -202,6 +202,28 @@ cdef object _interface_view(int protocol, object obj, object stream_ptr):
         raise_pending()
     except ValueError as refusal:
         return _opaque_view(protocol, obj, stream_ptr, refusal)
+    except BufferError as refusal:
+        _raise_if_strides_not_divisible(protocol, obj, refusal)
+        raise
+
+
+cdef int _raise_if_strides_not_divisible(int protocol, object obj, object refusal) except -1:
+    # The core refuses byte strides its itemsize does not divide with a BufferError (memory it
+    # cannot describe in elements); cuda.core with a ValueError, which its users catch.
+    attribute = ("__cuda_array_interface__" if protocol == PROTOCOL_CAI
+                 else "__array_interface__")
+    interface = getattr(obj, attribute, None)
+    if type(interface) is not dict:
+        return 0
+    strides = interface.get("strides")
+    dtype = _numpy_dtype_of_typestr(interface.get("typestr"))
+    if (dtype is None or dtype.itemsize == 0 or not isinstance(strides, tuple)
+            or not all(type(s) is int for s in strides)):
+        return 0
+    if any(s % dtype.itemsize for s in strides):
+        raise ValueError(f"strides must be divisible by itemsize: {attribute}['strides'] "
+                         f"{strides} (bytes), itemsize {dtype.itemsize}") from refusal
+    return 0
 
 
 cdef object _no_protocol(object obj):
