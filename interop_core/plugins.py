@@ -484,6 +484,13 @@ def _register(obj: Any, name: str, distribution: str | None, version: str | None
             manager.unregister(name=name)
         plugin.status, plugin.reason = "failed", f"{type(exc).__name__}: {exc}"
         plugin.obj = None
+    except BaseException:
+        # KeyboardInterrupt: nothing of the plugin stays registered, and the interrupt goes on.
+        plugin.declarations.clear()
+        if manager.get_plugin(name) is not None:
+            manager.unregister(name=name)
+        del _plugins[name]
+        raise
     finally:
         _registering = None
     _recompute()

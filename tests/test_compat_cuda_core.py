@@ -7,6 +7,7 @@ the oracle, skip without it (``pip install cuda-core cuda-bindings``).
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 
 import numpy as np
@@ -201,9 +202,85 @@ def test_views_from_buffer_keep_the_strides_convention_of_their_layout():
     assert StridedMemoryView.from_buffer(_buffer(a), (), (), dtype=np.float32).strides == ()
 
 
+class _BytesArray:
+    """Host memory handed over as a buffer object in the interface's ``data``."""
+
+    def __init__(self, typestr):
+        self.memory = bytearray(64)
+        self.typestr = typestr
+
+    @property
+    def __array_interface__(self):
+        return {"version": 3, "typestr": self.typestr, "shape": (8,), "data": self.memory}
+
+
+@pytest.mark.parametrize("typestr", ["<f8", ">f8"])
+def test_a_view_holds_the_buffer_an_interface_hands_over_whatever_its_element_type(typestr):
+    source = _BytesArray(typestr)
+    v = StridedMemoryView.from_array_interface(source)
+    assert v.dtype == np.dtype(typestr) and v.exporting_obj is source
+    with pytest.raises(BufferError):
+        source.memory.extend(bytes(1 << 20))    # would move the memory under the view
+    del v
+    source.memory.extend(bytes(8))
+
+
+class _BufferWithInterface(bytearray):
+    """Memory that is its own buffer: the interface's ``data`` is None."""
+
+    @property
+    def __array_interface__(self):
+        return {"version": 3, "typestr": ">f8", "shape": (len(self) // 8,), "data": None}
+
+
+def test_an_interface_without_data_is_read_through_the_objects_buffer_for_any_element_type():
+    source = _BufferWithInterface(64)
+    v = StridedMemoryView.from_array_interface(source)
+    assert v.dtype == np.dtype(">f8") and v.shape == (8,) and v.exporting_obj is source
+    with pytest.raises(BufferError):
+        source.extend(bytes(1 << 20))       # the view holds the buffer
+
+
+@pytest.mark.parametrize("interface", [
+    {"typestr": ">f8", "strides": (4,)}, {"typestr": ">f8", "strides": [4]},
+    {"typestr": "<f8", "strides": [4]}])
+def test_strides_the_itemsize_does_not_divide_are_a_value_error_for_every_element_type(
+        interface):
+    memory = np.zeros(8, np.uint8)
+
+    class Source:
+        __array_interface__ = {"version": 3, "shape": (2,), "data": (memory.ctypes.data, False),
+                               **interface}
+
+    with pytest.raises(ValueError, match="strides must be divisible by itemsize"):
+        StridedMemoryView.from_array_interface(Source())
+
+
+@pytest.mark.parametrize("typestr", ["<U0", "|S0"])
+def test_elements_of_no_bytes_are_refused_naming_the_typestr_given(typestr):
+    memory = np.zeros(8, np.uint8)
+
+    class Source:
+        __array_interface__ = {"version": 3, "shape": (2,), "typestr": typestr,
+                               "data": (memory.ctypes.data, False)}
+
+    with pytest.raises(ValueError, match=re.escape(repr(typestr))):
+        StridedMemoryView.from_array_interface(Source())
+
+
+@pytest.mark.parametrize("constructor", ["compat", "core"])
+def test_structured_arrays_with_a_field_of_python_objects_are_never_viewed(constructor):
+    arr = np.array([(object(), 1.0)], dtype=[("a", "O"), ("b", "<f8")])
+    cls = StridedMemoryView if constructor == "compat" else interop_core.StridedMemoryView
+    with pytest.raises(ValueError, match="Python objects"):
+        cls.from_array_interface(arr)
+
+
 def test_object_elements_are_never_viewed():
-    with pytest.raises(TypeError, match="holds Python objects"):
+    with pytest.raises(ValueError, match="Python object elements are not supported"):
         StridedMemoryView.from_array_interface(np.zeros(3, object))
+    with pytest.raises(TypeError, match="holds Python objects"):
+        StridedMemoryView.from_any_interface(np.zeros(2), -1).view(dtype=object)
 
 
 @pytest.mark.parametrize("dtype", [[("x", "<f4")], "V4", ">i4", "<U1"],

@@ -281,3 +281,33 @@ def test_a_torch_tensor_with_a_bit_set_is_refused_from_inside_another_types_read
     box_reader[0] = read_the_tensor
     StridedMemoryView.from_dlpack(_Box())
     assert outcomes == ["refused"]
+
+
+def test_refusals_hold_while_more_python_readers_run_than_the_marks_kept_in_c(box_reader):
+    # 64 marks live in C arrays; more concurrent Python reads are marked too (they once made
+    # every other from_* take the protocol, bypassing the plugin's refusals).
+    readers = 70
+    entered, finish = threading.Semaphore(0), threading.Event()
+
+    def wait_inside():
+        entered.release()
+        finish.wait(60)
+
+    box_reader[0] = wait_inside
+    threads = [threading.Thread(target=lambda: StridedMemoryView.from_dlpack(_Box()))
+               for _ in range(readers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(readers):
+            assert entered.acquire(timeout=60)
+        with pytest.raises(BufferError, match="the plugin refuses this _Refused"):
+            StridedMemoryView.from_dlpack(_Refused())
+    finally:
+        finish.set()
+        for thread in threads:
+            thread.join(60)
+    # Every mark was taken off again: a read of the same object on this thread takes the
+    # plugin's reader, not the protocol.
+    box_reader[0] = lambda: None
+    assert StridedMemoryView.from_dlpack(_Box()).shape == (1,)

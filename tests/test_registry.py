@@ -652,9 +652,14 @@ def test_a_reader_that_misreads_a_canary_is_replaced_by_its_fallback_and_says_wh
     assert not result.validated and "shape[0] 3 != 2" in result.reason
 
 
+def _exits():
+    sys.exit("the framework is missing")
+
+
 @pytest.mark.parametrize("prepare, reason", [
     (lambda: "the struct moved", "the struct moved"),
     (lambda: 1 / 0, "ZeroDivisionError"),
+    (_exits, "SystemExit"),
 ])
 def test_a_prepare_that_refuses_or_raises_installs_the_fallback(registered, prepare, reason):
     from interop_core.registry import _validation
@@ -663,6 +668,32 @@ def test_a_prepare_that_refuses_or_raises_installs_the_fallback(registered, prep
     assert plugins.reader_for(Tensorish).reader is not read_tensorish
     result = next(r for r in _validation.results() if r.plugin == f"prepare-{reason}")
     assert not result.validated and reason in result.reason
+
+
+def test_an_interrupted_hook_leaves_nothing_of_its_plugin_registered():
+    class Interrupted:
+        @interop_core.hookimpl
+        def interop_core_register(self, registry):
+            registry.add_type(Tensorish, read_tensorish)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interop_core.register_plugin(Interrupted(), name="interrupted")
+    try:
+        assert "interrupted" not in {p.name for p in interop_core.plugin_status()}
+        assert plugins.reader_for(Tensorish) is None or \
+            plugins.reader_for(Tensorish).reader is not read_tensorish
+        # The name is free again.
+        interop_core.register_plugin(types.SimpleNamespace(), name="interrupted")
+    finally:
+        if "interrupted" in {p.name for p in interop_core.plugin_status()}:
+            interop_core.unregister_plugin("interrupted")
+
+
+def test_import_limits_repr_names_every_callable_given():
+    text = repr(interop_core.ImportLimits(resolve_device=len, source_device=abs))
+    assert "resolve_device=<built-in function len>" in text
+    assert "source_device=<built-in function abs>" in text
 
 
 def test_validation_runs_once_per_process_for_the_same_checks(registered):

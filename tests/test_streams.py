@@ -444,3 +444,16 @@ def test_consumer_stream_on_another_device_is_ordered(torch_cuda):
             copy = torch.from_dlpack(handed).to("cuda:1", non_blocking=True)
         consumer.synchronize()
         assert float(copy.min()) == float(trial)
+
+
+@pytest.mark.parametrize("handle", [np.int64(-1), np.int32(0), np.uint64(12345)])
+def test_integers_of_other_types_are_stream_handles(handle):
+    expected = None if handle == -1 else int(handle)
+    assert resolve_consumer_stream(handle) == expected
+
+
+def test_objects_that_only_convert_to_an_int_are_not_stream_handles():
+    torch = pytest.importorskip("torch")
+    for value in (torch.tensor(3), torch.tensor(True), np.True_, np.float64(1.0)):
+        with pytest.raises(TypeError, match="stream must"):
+            resolve_consumer_stream(value)

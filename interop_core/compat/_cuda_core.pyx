@@ -207,17 +207,20 @@ cdef object _interface_view(int protocol, object obj, object stream_ptr):
         raise
 
 
+cdef str _interface_attribute(int protocol):
+    return "__cuda_array_interface__" if protocol == PROTOCOL_CAI else "__array_interface__"
+
+
 cdef int _raise_if_strides_not_divisible(int protocol, object obj, object refusal) except -1:
     # The core refuses byte strides its itemsize does not divide with a BufferError (memory it
     # cannot describe in elements); cuda.core with a ValueError, which its users catch.
-    attribute = ("__cuda_array_interface__" if protocol == PROTOCOL_CAI
-                 else "__array_interface__")
+    attribute = _interface_attribute(protocol)
     interface = getattr(obj, attribute, None)
     if type(interface) is not dict:
         return 0
     strides = interface.get("strides")
     dtype = _numpy_dtype_of_typestr(interface.get("typestr"))
-    if (dtype is None or dtype.itemsize == 0 or not isinstance(strides, tuple)
+    if (dtype is None or dtype.itemsize == 0 or not isinstance(strides, (tuple, list))
             or not all(type(s) is int for s in strides)):
         return 0
     if any(s % dtype.itemsize for s in strides):
@@ -593,21 +596,48 @@ cdef object _opaque_view(int protocol, object obj, object stream_ptr, object ref
     # interface with the typestr replaced by opaque bytes of the same size (every other field
     # checked as always), and the view's element type is set from the typestr (see
     # _set_element_type).  A refusal for any other reason is raised as it was.
-    attribute = ("__cuda_array_interface__" if protocol == PROTOCOL_CAI
-                 else "__array_interface__")
+    cdef CoreView v
+    cdef PyObject* made
+    attribute = _interface_attribute(protocol)
     interface = getattr(obj, attribute, None)
-    typestr = interface.get("typestr") if type(interface) is dict else None
-    dtype = _numpy_dtype_of_typestr(typestr)
-    if dtype is None:
+    if type(interface) is not dict:
+        raise refusal
+    dtype = _numpy_dtype_of_typestr(interface.get("typestr"))
+    if dtype is None or dtype.itemsize == 0 or _holds_objects(interface.get("descr")):
         raise refusal
     opaque = dict(interface)
     opaque["typestr"] = f"|V{dtype.itemsize}"
     opaque.pop("descr", None)
-    v = <CoreView> _view_of(protocol, _InterfaceCarrier(attribute, opaque), _no_order(stream_ptr))
+    if opaque.get("data") is None and protocol != PROTOCOL_CAI:
+        opaque["data"] = obj        # the object's own buffer, as the array interface says
+    carrier = _InterfaceCarrier(attribute, opaque)
+    made = (<_unchecked_view_t> _view_or_raise)(protocol, carrier, _no_order(stream_ptr))
+    if made == NULL:
+        try:
+            raise_pending()
+        except BufferError as opaque_refusal:
+            _raise_if_strides_not_divisible(protocol, obj, opaque_refusal)
+            raise
+    v = <CoreView> _owned(made)
     _set_element_type(v, dtype)
     v.owner = obj
-    v._keepalive = obj
+    if v._keepalive is carrier:
+        # The reader held the carrier: the memory is the object's.  Anything else it holds
+        # (the buffer it acquired from `data`) is what keeps the memory, and stays.
+        v._keepalive = obj
     return v
+
+
+cdef bint _holds_objects(object descr):
+    # Whether an interface's descr has a field of Python objects (whose bytes are references).
+    if not isinstance(descr, list):
+        return False
+    import numpy
+
+    try:
+        return numpy.dtype(descr).hasobject
+    except (TypeError, ValueError):
+        return False
 
 
 cdef object _numpy_dtype_of_typestr(object typestr):

@@ -19,6 +19,8 @@ from cpython.ref cimport Py_XDECREF
 from cpython.weakref cimport PyWeakref_GetRef, PyWeakref_NewRef
 from libc.stdint cimport intptr_t
 
+from numbers import Integral
+
 cdef extern from "Python.h":
     # Cannot fail for an exact int: overflow is reported through `overflow`.
     long long PyLong_AsLongLongAndOverflow(object value, int* overflow) noexcept
@@ -129,9 +131,14 @@ cdef object canonical_object_stream(object stream, intptr_t* handle):
         if pair[0] != 0:
             raise ValueError(f"unsupported __cuda_stream__ protocol version {pair[0]}")
         return canonical_stream(int(pair[1]), handle)
-    if hasattr(type(stream), "__index__"):
-        # An integer of another type (numpy's int64, as cuda.core accepts for stream_ptr).
-        return canonical_stream(PyNumber_Index(stream), handle)
+    if isinstance(stream, Integral):
+        # An integer of another type (numpy's int64, as cuda.core accepts for stream_ptr); not
+        # anything with __index__ (a torch tensor of one element is no stream handle), and
+        # never a bool-like (numpy's bool_ is not Integral).
+        value = PyNumber_Index(stream)
+        if isinstance(value, bool):
+            raise TypeError(f"stream must not be a bool, got {type(stream).__name__}")
+        return canonical_stream(int(value), handle)
     raise TypeError(
         f"stream must be None, -1, an int CUstream handle, an object with __cuda_stream__ or a "
         f"stream type a plugin registered, got {type(stream).__name__}")

@@ -236,6 +236,8 @@ cdef class ImportLimits:
             parts.append(f"check_dtypes={self.check_dtypes!r}")
         if self.resolve_device is not None:
             parts.append(f"resolve_device={self.resolve_device!r}")
+        if self.source_device is not None:
+            parts.append(f"source_device={self.source_device!r}")
         return f"ImportLimits({', '.join(parts)})"
 
 

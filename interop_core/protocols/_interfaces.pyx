@@ -121,11 +121,32 @@ cdef int _check_mask_descr(dict d, str proto) except -1:
         typestr = d.get("typestr")
         if isinstance(typestr, str) and typestr[1:2] == "V":
             # A structured element, whose typestr says "n opaque bytes": read whole, as
-            # opaque elements (the fields are not kept, as in cuda.core's reading).
+            # opaque elements (the fields are not kept, as in cuda.core's reading) -- unless a
+            # field holds Python objects, whose bytes are references: writing them would
+            # corrupt reference counts.
+            if _holds_objects(descr):
+                raise ValueError(f"{proto}['descr'] {descr!r} has a field of Python objects "
+                                 "(typestr 'O'): their memory is references, not data, and is "
+                                 "not viewed")
             return 0
         raise ValueError(f"{proto}['descr'] {descr!r} describes a structured type whose "
                          f"typestr {typestr!r} is not a void type; not supported")
     return 0
+
+
+cdef bint _holds_objects(object descr) except -1:
+    # Whether an interface's descr (a list of (name, typestr or nested descr[, shape]) tuples)
+    # has a field of Python objects anywhere.
+    for field in descr:
+        if not isinstance(field, tuple) or len(field) < 2:
+            continue
+        kind = field[1]
+        if isinstance(kind, list):
+            if _holds_objects(kind):
+                return True
+        elif isinstance(kind, str) and kind[1:2] == "O":
+            return True
+    return False
 
 
 cdef int _check_version(dict d, str proto, int lo, int hi) except -1:

@@ -1229,43 +1229,54 @@ cdef object view_object(object obj, object stream):
 # pointers, valid while their call runs (each call removes its own); read and written with the
 # GIL held.
 cdef enum:
-    MAX_NESTED_READS = 64       # beyond: re-entrant reads are not told apart (protocol path)
+    MAX_NESTED_READS = 64       # in C; beyond, the (rare) marks go to _more_reading
 
 cdef PyObject* _reading_objects[MAX_NESTED_READS]
 cdef PyThreadState* _reading_threads[MAX_NESTED_READS]
-cdef int _n_reading = 0
+cdef int _n_reading = 0         # marks in the C arrays
+cdef int _n_marked = 0          # every mark: the C arrays' and _more_reading's
+cdef list _more_reading = []    # (object address, thread address) pairs beyond the arrays
 
 
-cdef inline bint _being_read(object obj, PyThreadState* thread) noexcept:
+cdef inline bint _being_read(object obj, PyThreadState* thread) except -1:
     cdef int i
     for i in range(_n_reading):
         if _reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread:
             return True
-    return _n_reading == MAX_NESTED_READS
+    if _n_marked > _n_reading:
+        return (<uintptr_t> <PyObject*> obj, <uintptr_t> thread) in _more_reading
+    return False
 
 
 cdef object _run_python_reader_marked(ReaderEntry entry, object obj, object stream):
-    # entry's Python reader of obj for a from_* call, with (obj, this thread) on the stack above
-    # while it runs.
-    global _n_reading
+    # entry's Python reader of obj for a from_* call, with (obj, this thread) marked while it
+    # runs.
+    global _n_reading, _n_marked
     cdef PyThreadState* thread = PyThreadState_Get()
     cdef int i
-    if _n_reading == MAX_NESTED_READS:
-        return entry.reader(obj, stream)     # every re-entrant from_* takes the protocol now
-    _reading_objects[_n_reading] = <PyObject*> obj
-    _reading_threads[_n_reading] = thread
-    _n_reading += 1
+    cdef bint in_arrays = _n_reading < MAX_NESTED_READS
+    if in_arrays:
+        _reading_objects[_n_reading] = <PyObject*> obj
+        _reading_threads[_n_reading] = thread
+        _n_reading += 1
+    else:
+        _more_reading.append((<uintptr_t> <PyObject*> obj, <uintptr_t> thread))
+    _n_marked += 1
     try:
         return entry.reader(obj, stream)
     finally:
         # Calls end in the order they began on one thread, but another thread's call may end
-        # first: remove this call's own entry, wherever it now is.
-        for i in range(_n_reading - 1, -1, -1):
-            if _reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread:
-                _n_reading -= 1
-                _reading_objects[i] = _reading_objects[_n_reading]
-                _reading_threads[i] = _reading_threads[_n_reading]
-                break
+        # first: remove this call's own mark, wherever it now is.
+        _n_marked -= 1
+        if in_arrays:
+            for i in range(_n_reading - 1, -1, -1):
+                if _reading_objects[i] == <PyObject*> obj and _reading_threads[i] == thread:
+                    _n_reading -= 1
+                    _reading_objects[i] = _reading_objects[_n_reading]
+                    _reading_threads[i] = _reading_threads[_n_reading]
+                    break
+        else:
+            _more_reading.remove((<uintptr_t> <PyObject*> obj, <uintptr_t> thread))
 
 
 # _read as a C function whose NULL result the caller inspects itself (a cdef function that
@@ -1298,7 +1309,7 @@ cdef object _after_failed_read(object obj, object stream, int protocol):
 cdef object view_if_equivalent(object obj, object stream, int protocol):
     cdef PyObject* found = _lookup(<PyObject*> Py_TYPE(obj))
     cdef ReaderEntry entry
-    if _n_reading and _being_read(obj, PyThreadState_Get()):
+    if _n_marked and _being_read(obj, PyThreadState_Get()):
         return None
     if found == NULL:
         try:

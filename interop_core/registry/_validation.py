@@ -129,7 +129,7 @@ def _validate(entry) -> ValidationResult:
                     return outcome(False, f"canary read differently from the fallback: {why}",
                                    details, count)
                 count += 1
-    except Exception as exc:  # a check that breaks is a check that failed: fall back, say why
+    except (Exception, SystemExit) as exc:  # a check that breaks failed: fall back, say why
         return outcome(False, f"validation raised {type(exc).__name__}: {exc}", None, count)
     return outcome(True, f"{count} canaries read as the fallback reads them", details, count)
 

@@ -185,7 +185,11 @@ cdef int read_ndarray(PyObject* obj, PyObject* stream, interop_core_tensor_info*
     elif num == NPY_VOID and out.protocol == INTEROP_CORE_PROTOCOL_ARRAY_INTERFACE:
         # What numpy's array interface says of structured and void elements ("|Vn": n opaque
         # bytes, the fields dropped), for StridedMemoryView.from_array_interface; view() and
-        # the other protocols refuse them (one field at a time).
+        # the other protocols refuse them (one field at a time).  Not where a field holds
+        # Python objects: those bytes are references, and writing them corrupts their counts.
+        if (<object> a.descr).hasobject:
+            raise ValueError(f"cannot view a numpy array of dtype {(<object> a.descr)!s}: a "
+                             "field holds Python objects, whose memory is references, not data")
         out.dtype_code = KDL_OPAQUE_HANDLE
         out.dtype_bits = 8
         out.dtype_lanes = <uint16_t> (<object> a.descr).itemsize
