@@ -441,7 +441,7 @@ cdef class StridedMemoryView(CoreView):
         if dtype is not None:
             _set_element_type(v, dtype)
         else:
-            _set_untyped(v, itemsize)
+            _set_bytes(v, itemsize, None)
         v.rec.ptr = <uintptr_t> ptr
         v.rec.device_type = device_type
         v.rec.device_id = device_id
@@ -665,18 +665,8 @@ cdef int _set_element_type(CoreView v, object dtype) except -1:
         if dtype.hasobject:
             raise TypeError(f"dtype {dtype!r} holds Python objects: their memory is references, "
                             "not data, and is not viewed") from None
-        dtype_from_object(_untyped_triple(dtype.itemsize), &dt)
-        record_set_dtype(&v.rec, dt, True)
-        _replace_dtype_cache(v, dtype)
-        return 0
+        return _set_bytes(v, dtype.itemsize, dtype)
     record_set_dtype(&v.rec, dt, True)
-    return 0
-
-
-cdef int _replace_dtype_cache(CoreView v, object dtype) except -1:
-    cdef PyObject* old = v._numpy_dtype
-    v._numpy_dtype = _new_ref(dtype)
-    Py_XDECREF(old)
     return 0
 
 
@@ -704,15 +694,16 @@ cdef bint _without_dlpack_type(CoreView v):
     return False
 
 
-cdef int _set_untyped(CoreView v, object itemsize) except -1:
-    # The record gets _untyped_triple's type; the dtype cache holds None.
+cdef int _set_bytes(CoreView v, object itemsize, object numpy_dtype) except -1:
+    # The record gets _untyped_triple's type (bytes, which copies and to() move whole); the
+    # dtype cache holds `numpy_dtype`: None for a view made without a dtype, else the dtype no
+    # DLPack type names (_set_element_type).
     cdef DLDataType dt
+    cdef PyObject* old = v._numpy_dtype
     dtype_from_object(_untyped_triple(itemsize), &dt)
     record_set_dtype(&v.rec, dt, True)
-    if v._numpy_dtype != NULL:
-        raise RuntimeError("a view's dtype cache was filled before the view was complete")
-    Py_INCREF(None)
-    v._numpy_dtype = <PyObject*> None
+    v._numpy_dtype = _new_ref(numpy_dtype)
+    Py_XDECREF(old)
     return 0
 
 
@@ -794,7 +785,7 @@ cdef object _laid_out(StridedMemoryView src, StridedLayout layout, object dtype)
     if dtype is not None:
         _set_element_type(v, dtype)
     else:
-        _set_untyped(v, isz)
+        _set_bytes(v, isz, None)
     v.rec.ptr = <uintptr_t> (<int64_t> base + layout._base.slice_offset * isz)
     v.rec.device_type = src.rec.device_type
     v.rec.device_id = src.rec.device_id
