@@ -25,7 +25,7 @@ import interop_core
 ROOT = Path(__file__).resolve().parent.parent
 # The first-party packages of the distribution (the core and its plugins).
 PACKAGES = ("interop_core", "interop_numpy", "interop_torch", "interop_cupy", "interop_numba",
-            "interop_jax")
+            "interop_jax", "interop_cuda_core")
 # Building needs these beside the Python sources (README is the long description).
 BUILD_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".h", ".typed")
 BUILD_PRODUCTS = (".c", ".so", ".html", ".pyc")

@@ -3,6 +3,8 @@
 from collections.abc import Sequence
 from typing import Any, final
 
+from typing_extensions import disjoint_base
+
 from ..core._view import StridedMemoryView as _CoreView
 
 __all__ = ["StridedMemoryView", "StridedLayout"]
@@ -45,6 +47,7 @@ class StridedMemoryView(_CoreView):
     def as_tensor_map(self, *args: Any, **kwargs: Any) -> Any: ...
     __c_dlpack_exchange_api__: Any
 
+@disjoint_base
 class StridedLayout:
     """cuda.core's _StridedLayout, over interop-core's StridedLayout."""
 

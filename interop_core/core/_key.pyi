@@ -1,7 +1,10 @@
 from typing import Literal
 
+from typing_extensions import disjoint_base
+
 __all__ = ["LaunchKey"]
 
+@disjoint_base
 class LaunchKey:
     @property
     def policy(self) -> Literal["static", "dynamic"] | None: ...

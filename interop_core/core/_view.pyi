@@ -1,7 +1,8 @@
 # Type stub for interop_core.core._view (compiled).
+import sys
 from typing import Any, ClassVar, final
 
-from typing_extensions import CapsuleType
+from typing_extensions import CapsuleType, disjoint_base
 
 from ._key import LaunchKey
 from ._layout import StridedLayout
@@ -17,6 +18,7 @@ class DeferredKeepalive:
     def taken(self) -> bool:
         """Whether the hold was taken (the memory has been used through a view)."""
 
+@disjoint_base
 class Buffer:
     """A span of memory: address, size in bytes, device, and the object that keeps it alive."""
 
@@ -33,6 +35,7 @@ class Buffer:
     @staticmethod
     def from_handle(ptr: int, size: int, owner: Any = None, device: Any = None) -> Buffer: ...
 
+@disjoint_base
 class StridedMemoryView:
     """A zero-copy, strided view of memory owned by another object."""
 
@@ -108,4 +111,5 @@ class StridedMemoryView:
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     @property
     def __array_interface__(self) -> dict[str, Any]: ...
-    def __buffer__(self, flags: int) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int) -> memoryview: ...

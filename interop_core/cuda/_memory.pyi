@@ -1,5 +1,8 @@
+from typing_extensions import disjoint_base
+
 __all__ = ["Allocation"]
 
+@disjoint_base
 class Allocation:
     ptr: int
     size: int

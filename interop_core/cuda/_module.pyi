@@ -2,10 +2,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 from ..launch._launch import LaunchArgs
 
 __all__ = ["Kernel", "Module", "launch", "load_module", "load_ptx"]
 
+@disjoint_base
 class Module:
     device_id: int
     kind: str
@@ -13,6 +16,7 @@ class Module:
     def handle(self) -> int: ...
     def kernel(self, name: str, signature: Sequence[str] | None = None) -> Kernel: ...
 
+@disjoint_base
 class Kernel:
     module: Module
     name: str

@@ -3,8 +3,11 @@
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 __all__ = ["ImportLimits", "ExportRule", "new_export_rule"]
 
+@disjoint_base
 class ImportLimits:
     """What a target framework can import: the layouts, memory and dtypes ``to()`` may hand it."""
 
@@ -30,6 +33,7 @@ class ImportLimits:
     def problem(self, view: Any) -> str | None:
         """What about ``view`` the target cannot import, in words, or None."""
 
+@disjoint_base
 class ExportRule:
     """A source type's export rule, as ``to()`` applies it (made by :func:`new_export_rule`)."""
 

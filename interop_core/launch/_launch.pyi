@@ -1,6 +1,8 @@
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
+from typing_extensions import disjoint_base
+
 from ..core._key import LaunchKey
 from ..core._view import StridedMemoryView
 
@@ -8,6 +10,7 @@ __all__ = ["LaunchArgs", "launch_args", "SCALAR_TYPES"]
 
 SCALAR_TYPES: tuple[str, ...]
 
+@disjoint_base
 class LaunchArgs:
     @property
     def args(self) -> tuple[Any, ...]: ...

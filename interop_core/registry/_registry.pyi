@@ -2,6 +2,8 @@
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 from ..core._view import StridedMemoryView
 
 __all__ = ["view", "ReaderEntry", "new_entry", "CExporter", "new_exporter", "set_entries",
@@ -10,6 +12,7 @@ __all__ = ["view", "ReaderEntry", "new_entry", "CExporter", "new_exporter", "set
 
 C_API: Any
 
+@disjoint_base
 class ReaderEntry:
     """How objects of one type are read: what a plugin registered, resolved for the hot path."""
 
@@ -40,6 +43,7 @@ class ReaderEntry:
     @property
     def equivalence_check(self) -> dict[str, Any] | None: ...
 
+@disjoint_base
 class CExporter:
     """An exporter compiled against ``interop_core.h``, callable as every exporter is."""
 

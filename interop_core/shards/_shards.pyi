@@ -2,12 +2,15 @@
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 from ..core._view import StridedMemoryView
 
 __all__ = ["Shard", "Shards", "ShardLayout", "shards", "check_stream_argument",
            "stream_for_device", "ShardedEntry", "new_sharded_entry", "compare_shards",
            "set_sharded_types", "sharded_entry_for", "set_miss_handler"]
 
+@disjoint_base
 class Shard:
     """One addressable shard: its memory, its device, where it sits in the global array."""
 
@@ -20,6 +23,7 @@ class Shard:
     @property
     def replica(self) -> int: ...
 
+@disjoint_base
 class Shards:
     """The addressable shards of a sharded array, with its global shape and dtype."""
 
@@ -46,6 +50,7 @@ class Shards:
     def index(self, item: Shard, *args: int) -> int: ...
     def count(self, item: Shard) -> int: ...
 
+@disjoint_base
 class ShardLayout:
     """Where each shard of a sharded array sits, checked once, for any array laid out so."""
 
@@ -63,6 +68,7 @@ class ShardLayout:
     def shards(self, data: Iterable[Any], stream: Any = None, source: Any = None, *,
                dtype: Any = None) -> Shards: ...
 
+@disjoint_base
 class ShardedEntry:
     """How objects of one sharded type yield their shards (what a plugin declared)."""
 

@@ -2,8 +2,11 @@
 
 from typing import Any, final
 
+from typing_extensions import disjoint_base
+
 __all__ = ["BufferHold", "PendingHold"]
 
+@disjoint_base
 class BufferHold:
     """jax's external reference on one jax array's buffer, shared by the views and exports of
     it alive at once (the keep-alive every read of the jax reader hands the core)."""
