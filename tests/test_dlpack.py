@@ -346,6 +346,36 @@ def test_producer_returning_a_non_capsule_is_a_type_error():
         StridedMemoryView.from_dlpack(Bad())
 
 
+class RenamesNumpysCapsule:
+    """A broken producer: hands out numpy's own capsule under a name DLPack does not have.
+
+    numpy's capsule destructor, asked to release it, raises an error of its own and reports it
+    as unraisable, which once erased the consumer's refusal (``SystemError: returned NULL
+    without setting an exception``)."""
+
+    def __init__(self):
+        self.source = np.arange(4.0)
+        self.name = ctypes.create_string_buffer(b"not_a_tensor")  # the capsule keeps a pointer
+
+    def __dlpack__(self, **kwargs):
+        capsule = self.source.__dlpack__()
+        set_name = ctypes.pythonapi.PyCapsule_SetName
+        set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        set_name(capsule, self.name)
+        return capsule
+
+    def __dlpack_device__(self):
+        return self.source.__dlpack_device__()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # numpy's own
+@pytest.mark.parametrize("entry", [interop_core.view, StridedMemoryView.from_dlpack,
+                                   StridedMemoryView.from_any])
+def test_a_capsule_with_a_wrong_name_is_a_type_error_naming_it(entry):
+    with pytest.raises(TypeError, match="got one named 'not_a_tensor'"):
+        entry(RenamesNumpysCapsule())
+
+
 def test_object_without_dlpack_is_a_type_error():
     with pytest.raises(TypeError, match="__dlpack__"):
         StridedMemoryView.from_dlpack(object())

@@ -430,7 +430,14 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")
-    keepalive = read_dlpack_capsule(capsule, rec)
+    try:
+        keepalive = read_dlpack_capsule(capsule, rec)
+    except BaseException:
+        # A refused capsule is left to its own destructor.  It runs here, with our error set
+        # aside: a producer's destructor may raise an error of its own and swallow it (numpy's
+        # does for a capsule renamed by a broken __dlpack__), which would lose ours.
+        capsule = None
+        raise
     if producer_stream is not None and producer_stream is not _NO_SYNC:
         # The producer ordered its work before the consumer stream: the memory is ready there.
         rec.has_producer_stream = True
