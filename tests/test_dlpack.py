@@ -330,6 +330,18 @@ def test_producer_errors_other_than_type_error_are_not_retried():
     assert p.calls == 1
 
 
+@pytest.mark.parametrize("error", [AttributeError("'Inner' object has no attribute 'x'"),
+                                   RuntimeError("Can't export tensors that require gradient"),
+                                   KeyError("float8")])
+@pytest.mark.parametrize("entry", [interop_core.view, StridedMemoryView.from_dlpack,
+                                   StridedMemoryView.from_any])
+def test_other_producer_errors_are_a_buffer_error_naming_the_producer(entry, error):
+    with pytest.raises(BufferError, match=rf"RaisingProducer.__dlpack__ raised "
+                       rf"{type(error).__name__}") as info:
+        entry(RaisingProducer(error))
+    assert info.value.__cause__ is error
+
+
 def test_producer_type_error_on_retry_propagates():
     p = RaisingProducer(TypeError("nope"))
     with pytest.raises(TypeError, match="nope"):
@@ -591,17 +603,17 @@ class CudaStream:
 @pytest.mark.parametrize(("device", "stream", "expected"), [
     ((1, 0), None, None),
     ((1, 0), -1, None),
-    ((1, 0), 7, None),
+    ((1, 0), 0x7000, None),
     ((2, 0), None, -1),
     ((2, 0), -1, -1),
     ((2, 0), 0, 1),
     ((2, 0), 1, 1),
     ((2, 0), 2, 2),
-    ((2, 0), 0xABC, 0xABC),
-    ((2, 0), CudaStream(0xDEF), 0xDEF),
+    ((2, 0), 0xABC0, 0xABC0),
+    ((2, 0), CudaStream(0xDEF0), 0xDEF0),
     ((10, 0), None, -1),
     ((10, 0), 0, 0),
-    ((3, 0), 5, None),
+    ((3, 0), 0x5000, None),
 ])
 def test_stream_passed_to_producer_follows_dlpack_rules(device, stream, expected):
     p = DeviceProducer(np.arange(3), device)

@@ -399,6 +399,25 @@ def test_torch_cuda_tensors_read_by_the_interface_as_the_interface_gives_them():
 
 
 @pytest.mark.gpu
+def test_cupy_arrays_read_by_the_interface_as_the_interface_gives_them():
+    cp = pytest.importorskip("cupy")
+    try:
+        cp.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - cupy without a driver or a device
+        pytest.skip("needs cupy and a GPU")
+    grid = cp.arange(24, dtype=cp.float32).reshape(4, 6)
+    samples = {"contiguous": grid, "sliced": grid[1:, ::2], "transposed": grid.T,
+               "reversed": cp.arange(10.0)[::-3], "zero_d": cp.asarray(3.0),
+               "zero_size": cp.zeros((0, 3), cp.int8), "empty_slice": grid[2:2]}
+    for name, x in samples.items():
+        fast = StridedMemoryView.from_cuda_array_interface(x)
+        reference = _by_protocol("cuda_array_interface", x)
+        assert _record(fast) == _record(reference), name
+        # The address too, for arrays of no element: cupy's interface gives them address 0.
+        assert fast.ptr == reference.ptr, name
+
+
+@pytest.mark.gpu
 def test_jax_gpu_arrays_read_by_the_interface_as_the_interface_gives_them():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")

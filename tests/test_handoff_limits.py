@@ -614,10 +614,10 @@ def test_dlpack_copy_false_never_copies():
     ({"dl_device": (1.5, 0)}, TypeError, "dl_device must be a"),
     ({"copy": "yes"}, TypeError, "copy must be None, True or False"),
     ({"copy": False, "dl_device": (2, 0)}, BufferError, "copy=False"),
-    ({"stream": 5}, BufferError, "stream must be None or -1"),
-    ({"stream": 5, "copy": True}, BufferError, "stream must be None or -1"),
+    ({"stream": 0x5000}, BufferError, "stream must be None or -1"),
+    ({"stream": 0x5000, "copy": True}, BufferError, "stream must be None or -1"),
     ({"stream": 0, "copy": True}, BufferError, "stream must be None or -1"),
-    ({"stream": 5, "dl_device": (1, 0), "copy": True}, BufferError, "stream must be None or -1"),
+    ({"stream": 0x5000, "dl_device": (1, 0), "copy": True}, BufferError, "stream must be None or -1"),
 ])
 def test_dlpack_arguments_it_cannot_honour_are_named(kwargs, exc, message):
     with pytest.raises(exc, match=message):

@@ -457,7 +457,7 @@ def test_cai_strided_readonly_with_descr():
     assert v.strides == (1, 4) and v.strides_in_bytes == (8, 32) and v.readonly
 
 
-@pytest.mark.parametrize("stream", [1, 2, 0xDEADBEEF, 2**64 - 1])
+@pytest.mark.parametrize("stream", [1, 2, 0xDEADBEEF, 0x7FFF_FFFF_F000])
 def test_cai_v3_stream_becomes_producer_stream(stream):
     v = StridedMemoryView.from_cuda_array_interface(FakeCAI(_cai(stream=stream)))
     assert v.producer_stream is not None
@@ -465,7 +465,7 @@ def test_cai_v3_stream_becomes_producer_stream(stream):
 
 
 def test_cai_v2_ignores_stream_field():
-    v = StridedMemoryView.from_cuda_array_interface(FakeCAI(_cai(version=2, stream=5)))
+    v = StridedMemoryView.from_cuda_array_interface(FakeCAI(_cai(version=2, stream=0x5000)))
     assert v.producer_stream is None
 
 
@@ -475,11 +475,11 @@ def test_cai_zero_size_null_pointer():
 
 
 def test_cai_export_round_trip():
-    src = FakeCAI(_cai(shape=(4, 6), strides=(4, 16), stream=7, data=(0x2000, True)))
+    src = FakeCAI(_cai(shape=(4, 6), strides=(4, 16), stream=0x7000, data=(0x2000, True)))
     v = StridedMemoryView.from_cuda_array_interface(src)
     d = v.__cuda_array_interface__
     assert d["version"] == 3 and d["typestr"] == "<f4" and d["shape"] == (4, 6)
-    assert d["strides"] == (4, 16) and d["data"] == (0x2000, True) and d["stream"] == 7
+    assert d["strides"] == (4, 16) and d["data"] == (0x2000, True) and d["stream"] == 0x7000
     w = StridedMemoryView.from_cuda_array_interface(v)
     assert (w.ptr, w.shape, w.strides, w.readonly, w.producer_stream) == (
         v.ptr, v.shape, v.strides, v.readonly, v.producer_stream)

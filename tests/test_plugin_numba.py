@@ -114,7 +114,7 @@ LAYOUTS = {
 def test_attribute_reader_matches_the_interface(register_stand_in, dtype, layout):
     array = LAYOUTS[layout](np.zeros((4, 6), dtype=dtype))
     obj = StandIn(array)
-    result = register_stand_in(obj, StandIn(np.zeros(5, dtype), stream=7))
+    result = register_stand_in(obj, StandIn(np.zeros(5, dtype), stream=0x7000))
     assert result.validated and result.canaries == 2, result.reason
     assert result.details == {"stream_fields_checked": 2}
     assert interop_core.plugins.reader_for(StandIn).kind == 3    # the capsule, not the fallback
@@ -140,7 +140,7 @@ def test_a_canary_the_interface_reads_differently_installs_the_interface(registe
 
 
 def test_a_stream_field_that_disagrees_installs_the_interface(register_stand_in):
-    obj = StandIn(np.zeros(4, np.int32), stream=77, cai_reports_stream=False)
+    obj = StandIn(np.zeros(4, np.int32), stream=0x7700, cai_reports_stream=False)
     result = register_stand_in(StandIn(np.zeros(3)), obj)
     assert not result.validated and "stream" in result.reason, result.reason
     assert interop_core.plugins.reader_for(StandIn).reader == "cuda_array_interface"
@@ -151,11 +151,11 @@ def test_forced_fallback_reads_through_the_interface(register_stand_in, force_va
     register_stand_in(StandIn(np.zeros(3)))
     force_validation(STAND_IN, False)
     assert interop_core.plugins.reader_for(StandIn).reader == "cuda_array_interface"
-    v = interop_core.view(StandIn(np.zeros(3), stream=99))
-    assert v.producer_stream == 99
+    v = interop_core.view(StandIn(np.zeros(3), stream=0x9900))
+    assert v.producer_stream == 0x9900
 
 
-@pytest.mark.parametrize(("stream", "expected"), [(0, None), (77, 77)])
+@pytest.mark.parametrize(("stream", "expected"), [(0, None), (0x7700, 0x7700)])
 def test_producer_stream_is_the_interfaces_stream_field(register_stand_in, stream, expected):
     import interop_numba
 

@@ -104,7 +104,7 @@ def test_a_registered_python_reader_is_used_for_its_exact_type(registered):
 
 
 @pytest.mark.parametrize(("stream", "reader_sees"), [
-    (None, None), (-1, None), (0, 0), (0x7F00_1234, 0x7F00_1234), (FakeStreamProtocol(9), 9),
+    (None, None), (-1, None), (0, 0), (0x7F00_1234, 0x7F00_1234), (FakeStreamProtocol(0x9000), 0x9000),
 ])
 def test_readers_receive_the_stream_resolved_to_none_or_its_handle(registered, stream,
                                                                    reader_sees):
@@ -959,9 +959,9 @@ class FakeStream:
 
 def test_registered_stream_types_resolve_to_their_handle(registered):
     with pytest.raises(TypeError):
-        interop_core.resolve_consumer_stream(FakeStream(7))
+        interop_core.resolve_consumer_stream(FakeStream(0x7000))
     registered(lambda r: r.add_stream_type(FakeStream, lambda s: s.handle), "streams")
-    assert interop_core.resolve_consumer_stream(FakeStream(7)) == 7
+    assert interop_core.resolve_consumer_stream(FakeStream(0x7000)) == 0x7000
 
 
 def test_resolving_a_stream_object_keeps_no_reference_to_it(registered):

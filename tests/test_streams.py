@@ -47,6 +47,31 @@ def test_bad_stream_values_raise_clearly(stream, error):
         resolve_consumer_stream(stream)
 
 
+# Handles the driver would dereference and crash on: page 0, and values no process address has
+# (2**63, -1 read as unsigned).  Refused before any driver call, naming the value.
+IMPLAUSIBLE_HANDLES = [3, 7, 4095, 2**63, 2**64 - 1]
+
+
+@pytest.mark.parametrize("handle", IMPLAUSIBLE_HANDLES)
+@pytest.mark.parametrize("given_as", ["int", "__cuda_stream__"])
+def test_a_handle_that_cannot_be_a_stream_is_a_value_error_naming_it(handle, given_as):
+    stream = handle if given_as == "int" else CudaStream(handle)
+    with pytest.raises(ValueError, match=f"stream handle {handle} .*cannot be a CUDA stream"):
+        resolve_consumer_stream(stream)
+    with pytest.raises(ValueError, match="cannot be a CUDA stream"):
+        view(np.zeros(3), stream=stream)
+
+
+@pytest.mark.parametrize("handle", IMPLAUSIBLE_HANDLES)
+def test_a_producer_stream_that_cannot_be_a_stream_is_refused(handle):
+    class Producer:
+        __cuda_array_interface__ = {"version": 3, "shape": (2,), "typestr": "<f4",
+                                    "data": (0x10000, False), "stream": handle}
+
+    with pytest.raises(ValueError, match=rf"\['stream'\] {handle} is not a valid stream handle"):
+        view(Producer())
+
+
 def test_host_memory_needs_no_ordering_whatever_the_stream():
     array = np.arange(4.0)
     assert view(array, stream=0x1234).ptr == array.ctypes.data

@@ -226,8 +226,8 @@ def test_stream_is_forwarded_for_every_designated_argument():
         return a, b
 
     first, second = RecordingProducer(_array()), RecordingProducer(_array())
-    launch(first, second, CudaStream(77))
-    assert first.streams == [77] and second.streams == [77]
+    launch(first, second, CudaStream(0x7700))
+    assert first.streams == [0x7700] and second.streams == [0x7700]
 
 
 # -- methods ----------------------------------------------------------------------------------

@@ -211,11 +211,20 @@ cdef str _interface_attribute(int protocol):
     return "__cuda_array_interface__" if protocol == PROTOCOL_CAI else "__array_interface__"
 
 
+cdef object _interface_or_none(object obj, str attribute):
+    # Asked again after the core refused the object: a property that raises (torch's interface
+    # raises KeyError for float8 tensors) already gave the core's refusal, which stands.
+    try:
+        return getattr(obj, attribute, None)
+    except Exception:
+        return None
+
+
 cdef int _raise_if_strides_not_divisible(int protocol, object obj, object refusal) except -1:
     # The core refuses byte strides its itemsize does not divide with a BufferError (memory it
     # cannot describe in elements); cuda.core with a ValueError, which its users catch.
     attribute = _interface_attribute(protocol)
-    interface = getattr(obj, attribute, None)
+    interface = _interface_or_none(obj, attribute)
     if type(interface) is not dict:
         return 0
     strides = interface.get("strides")
@@ -599,7 +608,7 @@ cdef object _opaque_view(int protocol, object obj, object stream_ptr, object ref
     cdef CoreView v
     cdef PyObject* made
     attribute = _interface_attribute(protocol)
-    interface = getattr(obj, attribute, None)
+    interface = _interface_or_none(obj, attribute)
     if type(interface) is not dict:
         raise refusal
     dtype = _numpy_dtype_of_typestr(interface.get("typestr"))

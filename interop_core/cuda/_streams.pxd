@@ -5,6 +5,8 @@ from libc.stdint cimport intptr_t
 # For the inline functions below; an exact int `stream` -> 0 for "no synchronisation" (-1), else
 # 1 with `handle` set.  ValueError when out of range.
 cdef int resolve_int(object stream, intptr_t* handle) except -1
+# Whether `handle` cannot be a CUstream (see _streams.pyx): refused before any driver call.
+cdef bint stream_handle_implausible(unsigned long long handle) noexcept
 # canonical_stream for anything but None and exact ints.
 cdef object canonical_object_stream(object stream, intptr_t* handle)
 

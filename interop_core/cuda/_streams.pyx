@@ -70,6 +70,31 @@ cdef int _keep(object stream, object keep_last, object canonical, intptr_t handl
     return 0
 
 
+# A CUstream is 1 (the legacy default stream), 2 (the per-thread one), 0 (the legacy default
+# where the API takes it) or the address of the driver's stream object, which the driver
+# dereferences: a handle that is not one crashes the process inside libcuda, where no check is
+# possible.  What can be told without touching memory is refused instead: an address in the
+# page at 0, which is never mapped, or beyond the 56 bits of user addresses on 64-bit Linux
+# and Windows (2**63, a negative number read as unsigned).  On aarch64 the top byte of a
+# pointer may carry a tag, so only the address bits below it count there.
+cdef unsigned long long _USER_ADDRESS_BITS = (1ULL << 56) - 1
+cdef bint _TOP_BYTE_TAGS = __import__("platform").machine().lower() in ("aarch64", "arm64")
+
+
+cdef bint stream_handle_implausible(unsigned long long handle) noexcept:
+    if handle <= 2:
+        return False
+    if handle > _USER_ADDRESS_BITS and not _TOP_BYTE_TAGS:
+        return True
+    return (handle & _USER_ADDRESS_BITS) < 4096
+
+
+cdef int _refuse_handle(object stream) except -1:
+    raise ValueError(
+        f"stream handle {stream} ({stream:#x}) cannot be a CUDA stream: a handle is 0, 1 (the legacy default stream), 2 (the "
+        "per-thread default stream) or the address of a stream")
+
+
 cdef int resolve_int(object stream, intptr_t* handle) except -1:
     cdef int overflow = 0
     cdef long long value = PyLong_AsLongLongAndOverflow(stream, &overflow)
@@ -78,10 +103,14 @@ cdef int resolve_int(object stream, intptr_t* handle) except -1:
             return 0
         if value < -1:
             raise ValueError(f"stream handle {stream} is out of range")
+        if stream_handle_implausible(<unsigned long long> value):
+            _refuse_handle(stream)
         handle[0] = <intptr_t> value
         return 1
     if overflow > 0 and stream < 2 ** 64:
         # Handles are unsigned pointers; the top half of the range wraps to negative intptr_t.
+        if stream_handle_implausible(PyLong_AsUnsignedLongLong(stream)):
+            _refuse_handle(stream)
         handle[0] = <intptr_t> PyLong_AsUnsignedLongLong(stream)
         return 1
     raise ValueError(f"stream handle {stream} is out of range")

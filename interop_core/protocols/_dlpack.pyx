@@ -421,12 +421,20 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
     if producer_stream is _NO_SYNC and t in _REJECTS_NO_SYNC_TYPES:
         producer_stream = None
     try:
-        capsule = _call_dlpack(obj, t, producer_stream)
-    except Exception:
-        if producer_stream is not _NO_SYNC:
-            raise
-        capsule = _call_dlpack(obj, t, None)   # if this fails too, its error is the one raised
-        _remember(_REJECTS_NO_SYNC_TYPES, t)
+        try:
+            capsule = _call_dlpack(obj, t, producer_stream)
+        except Exception:
+            if producer_stream is not _NO_SYNC:
+                raise
+            capsule = _call_dlpack(obj, t, None)   # if this fails too, its error is raised
+            _remember(_REJECTS_NO_SYNC_TYPES, t)
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:
+        # What else a producer raises (an AttributeError from inside it, a framework's
+        # RuntimeError) is named as the array interfaces' errors are, the original chained.
+        raise BufferError(f"{t.__module__}.{t.__qualname__}.__dlpack__ raised "
+                          f"{type(exc).__name__}: {exc}") from exc
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(
             f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, not a capsule")

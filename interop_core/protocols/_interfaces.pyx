@@ -27,6 +27,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strcmp, strlen
 
 from ..cuda._cuda cimport pointer_device
+from ..cuda._streams cimport stream_handle_implausible
 from ..core._dlpack_abi cimport DLDataType, kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCMHost
 from ..core._dtypes cimport (
     dtype_from_buffer_format,
@@ -337,8 +338,10 @@ cdef object read_cuda_array_interface(object obj, object stream, ViewRecord* rec
                 raise ValueError(
                     f"{proto}['stream'] is 0, which the CUDA Array Interface forbids (ambiguous "
                     "between the legacy and per-thread default streams); use 1, 2 or a handle")
-            if s < 0 or s >= _UINT64_LIMIT:
-                raise ValueError(f"{proto}['stream'] {s} is not a valid stream handle")
+            if (s < 0 or s >= _UINT64_LIMIT
+                    or stream_handle_implausible(<unsigned long long> s)):
+                raise ValueError(f"{proto}['stream'] {s} is not a valid stream handle: a "
+                                 "handle is 1, 2 or the address of a stream")
             rec.has_producer_stream = True
             rec.producer_stream = <intptr_t> <uintptr_t> <unsigned long long> s
     rec.ptr = ptr

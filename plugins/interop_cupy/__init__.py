@@ -117,7 +117,10 @@ def interop_core_register(registry: Any) -> None:
                           producer_stream=_reader.producer_stream,
                           # cupy's current stream is both the interface's `stream` field and
                           # what its __dlpack__(stream=) orders the consumer after.
-                          equivalent_to=("cuda_array_interface", "dlpack"))
+                          equivalent_to=("cuda_array_interface", "dlpack"),
+                          # ...except that the interface gives arrays of no element address 0.
+                          equivalence_check={
+                              "cuda_array_interface": _reader.equivalence_check_capsule()})
     for path in STREAM_TYPES:
         registry.add_stream_type(path, handle=_stream_handle, keep_last="weak")
     from . import _export  # compiled; imports no cupy

@@ -29,9 +29,10 @@ import sys
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
-from libc.stdint cimport int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t, uint8_t, uint16_t, uintptr_t
 
 from interop_core.abi cimport (
+    INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE,
     INTEROP_CORE_READ_DECLINED,
     INTEROP_CORE_READER_V2_CAPSULE,
     interop_core_api,
@@ -39,8 +40,8 @@ from interop_core.abi cimport (
     interop_core_tensor_info,
 )
 
-__all__ = ["fields_reader_capsule", "attributes_reader_capsule", "producer_stream", "prepare",
-           "canaries"]
+__all__ = ["fields_reader_capsule", "attributes_reader_capsule", "equivalence_check_capsule",
+           "producer_stream", "prepare", "canaries"]
 
 cdef enum:
     KDL_CUDA = 2            # DLPack device types
@@ -278,6 +279,39 @@ cdef object _FIELDS_CAPSULE = PyCapsule_New(<void*> read_fields, INTEROP_CORE_RE
                                             NULL)
 cdef object _ATTRIBUTES_CAPSULE = PyCapsule_New(<void*> read_attributes,
                                                 INTEROP_CORE_READER_V2_CAPSULE, NULL)
+
+
+# --- from_cuda_array_interface: when cupy's own interface gives the readers' view -------------
+#
+# cupy's __cuda_array_interface__ (version 3) says what the readers read -- the address, the
+# extents, the byte strides (omitted when C-contiguous), the element type and cupy's current
+# stream -- except for an array of no element, whose address it gives as 0.  Those go to the
+# interface itself.
+
+cdef int _same_as_interface(PyObject* obj, int32_t protocol,
+                            const interop_core_tensor_info* read) except -1:
+    cdef int32_t i
+    for i in range(read.ndim):
+        if read.shape[i] == 0:
+            return 0
+    return 1
+
+
+cdef object _EQUIVALENCE_CAPSULE = PyCapsule_New(
+    <void*> _same_as_interface, INTEROP_CORE_EQUIVALENCE_CHECK_CAPSULE, NULL)
+
+
+def equivalence_check_capsule():
+    """The check ``registry.add_type(equivalence_check={"cuda_array_interface": ...})`` takes:
+    whether cupy's own ``__cuda_array_interface__`` gives the readers' view of an array (it
+    does, except for arrays of no element, whose address it gives as 0).
+
+    Returns
+    -------
+    PyCapsule
+        Named ``"interop_core.equivalence_check_v1"``.
+    """
+    return _EQUIVALENCE_CAPSULE
 
 
 def fields_reader_capsule():
