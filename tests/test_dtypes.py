@@ -38,12 +38,15 @@ ML_TYPES = {
     "uint1": (1, 1), "uint2": (1, 2), "uint4": (1, 4),
 }
 ALL_TYPES = {**NUMPY_TYPES, **ML_TYPES}
+# DLPack types numpy and ml_dtypes have no type for (opaque handles aside).
+NO_NUMPY_TYPES = {"complex32": (5, 32)}
 
 
 def test_table_covers_every_dlpack_code():
     codes = {code for code, _, _ in known_dtypes().values()}
     assert codes == set(range(18))
-    assert {name: t[:2] for name, t in known_dtypes().items() if t[0] != 3} == ALL_TYPES
+    assert ({name: t[:2] for name, t in known_dtypes().items() if t[0] != 3}
+            == {**ALL_TYPES, **NO_NUMPY_TYPES})
 
 
 @pytest.mark.parametrize("name", sorted(ALL_TYPES))
@@ -131,10 +134,11 @@ def test_packed_subbyte_is_a_buffer_error(triple):
         itemsize(triple, False)
 
 
-def test_opaque_handle_has_no_numpy_dtype():
-    assert dtype_name((3, 64, 1)) == "opaque64"
-    with pytest.raises(TypeError, match="opaque64"):
-        to_numpy_dtype((3, 64, 1))
+@pytest.mark.parametrize(("triple", "name"), [((3, 64, 1), "opaque64"), ((5, 32, 1), "complex32")])
+def test_types_numpy_lacks_are_named_and_have_no_numpy_dtype(triple, name):
+    assert dtype_name(triple) == name
+    with pytest.raises(TypeError, match=name):
+        to_numpy_dtype(triple)
 
 
 def test_numpy_dtype_is_cached_object():

@@ -152,12 +152,16 @@ def test_view_shares_memory_with_the_tensor():
 
 @pytest.mark.parametrize(("dtype", "code"), [
     (torch.uint16, (1, 16, 1)), (torch.uint32, (1, 32, 1)), (torch.uint64, (1, 64, 1)),
-    (torch.float8_e4m3fn, (10, 8, 1)), (torch.float8_e5m2, (12, 8, 1))], ids=str)
+    (torch.float8_e4m3fn, (10, 8, 1)), (torch.float8_e5m2, (12, 8, 1)),
+    (torch.complex32, (5, 32, 1))], ids=str)
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 def test_newer_dtypes_keep_their_dlpack_code(dtype, code):
     t = torch.zeros(4, dtype=dtype)
-    v = interop_core.view(t)
-    assert v.dlpack_dtype == code
-    assert (v.ptr, v.shape, v.itemsize) == (t.data_ptr(), (4,), t.element_size())
+    for v in (interop_core.view(t), interop_core.StridedMemoryView.from_dlpack(t)):
+        assert v.dlpack_dtype == code
+        assert (v.ptr, v.shape, v.itemsize) == (t.data_ptr(), (4,), t.element_size())
+    back = interop_core.to(interop_core.view(t), "torch")
+    assert back.dtype == dtype and back.data_ptr() == t.data_ptr()
 
 
 def test_requires_grad_and_parameters_are_fine():

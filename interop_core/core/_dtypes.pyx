@@ -70,6 +70,8 @@ _TABLE = (
     (kDLFloat, 64, "float64", "numpy", "f", "d"),
     (kDLComplex, 64, "complex64", "numpy", "c", "Zf"),
     (kDLComplex, 128, "complex128", "numpy", "c", "Zd"),
+    # Two float16: torch's complex32 (ComplexHalf) exports it; numpy has no such type.
+    (kDLComplex, 32, "complex32", None, None, None),
     (kDLBool, 8, "bool", "numpy", "b", "?"),
     (kDLBfloat, 16, "bfloat16", "ml_dtypes", None, None),
     (kDLFloat8_e3m4, 8, "float8_e3m4", "ml_dtypes", None, None),
