@@ -342,6 +342,12 @@ def test_other_producer_errors_are_a_buffer_error_naming_the_producer(entry, err
     assert info.value.__cause__ is error
 
 
+@pytest.mark.parametrize("error", [MemoryError(), RecursionError("deep")])
+def test_running_out_of_memory_or_stack_in_a_producer_passes_as_it_is(error):
+    with pytest.raises(type(error)):
+        StridedMemoryView.from_dlpack(RaisingProducer(error))
+
+
 def test_producer_type_error_on_retry_propagates():
     p = RaisingProducer(TypeError("nope"))
     with pytest.raises(TypeError, match="nope"):

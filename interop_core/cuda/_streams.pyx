@@ -76,17 +76,20 @@ cdef int _keep(object stream, object keep_last, object canonical, intptr_t handl
 # possible.  What can be told without touching memory is refused instead: an address in the
 # page at 0, which is never mapped, or beyond the 56 bits of user addresses on 64-bit Linux
 # and Windows (2**63, a negative number read as unsigned).  On aarch64 the top byte of a
-# pointer may carry a tag, so only the address bits below it count there.
+# pointer may carry a tag, so the address is the 56 bits below it, and user addresses there
+# have at most 52 bits.
 cdef unsigned long long _USER_ADDRESS_BITS = (1ULL << 56) - 1
 cdef bint _TOP_BYTE_TAGS = __import__("platform").machine().lower() in ("aarch64", "arm64")
 
 
 cdef bint stream_handle_implausible(unsigned long long handle) noexcept:
+    cdef unsigned long long address
     if handle <= 2:
         return False
-    if handle > _USER_ADDRESS_BITS and not _TOP_BYTE_TAGS:
-        return True
-    return (handle & _USER_ADDRESS_BITS) < 4096
+    if _TOP_BYTE_TAGS:
+        address = handle & _USER_ADDRESS_BITS
+        return address < 4096 or address >> 52 != 0
+    return handle > _USER_ADDRESS_BITS or handle < 4096
 
 
 cdef int _refuse_handle(object stream) except -1:

@@ -428,11 +428,12 @@ cdef object read_dlpack(object obj, object stream, ViewRecord* rec):
                 raise
             capsule = _call_dlpack(obj, t, None)   # if this fails too, its error is raised
             _remember(_REJECTS_NO_SYNC_TYPES, t)
-    except (TypeError, ValueError, BufferError):
+    except (TypeError, ValueError, BufferError, MemoryError, RecursionError):
         raise
     except Exception as exc:
         # What else a producer raises (an AttributeError from inside it, a framework's
         # RuntimeError) is named as the array interfaces' errors are, the original chained.
+        # Running out of memory or stack is not a refusal: those pass as they are.
         raise BufferError(f"{t.__module__}.{t.__qualname__}.__dlpack__ raised "
                           f"{type(exc).__name__}: {exc}") from exc
     if not PyCapsule_CheckExact(capsule):
