@@ -24,6 +24,22 @@ if _HOST_DEVICES_FLAG not in os.environ.get("XLA_FLAGS", ""):
 import interop_core  # noqa: E402  (after XLA_FLAGS, though it imports no jax itself)
 
 
+class InterfaceThatRaises:
+    """A producer whose interface properties raise ``error`` (torch's CUDA Array Interface
+    raises ``KeyError`` for float8 tensors, ``RuntimeError`` for tensors that require grad)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    @property
+    def __cuda_array_interface__(self):
+        raise self.error
+
+    @property
+    def __array_interface__(self):
+        raise self.error
+
+
 def pytest_collection_modifyitems(config, items):
     devices = cuda_device_count()
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none found: no libcuda or no device)")

@@ -4,6 +4,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from conftest import InterfaceThatRaises
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,19 +166,6 @@ def test_array_interface_data_that_is_no_buffer_is_named_with_its_value(data, me
     assert isinstance(caught.value.__cause__, TypeError)
 
 
-class _Raising:
-    def __init__(self, error):
-        self.error = error
-
-    @property
-    def __cuda_array_interface__(self):
-        raise self.error
-
-    @property
-    def __array_interface__(self):
-        raise self.error
-
-
 @pytest.mark.parametrize(
     "error, exc",
     [(RuntimeError("device lost"), BufferError), (KeyError("x"), BufferError),
@@ -192,7 +180,7 @@ def test_properties_that_raise_give_clean_errors(error, exc, which, entry):
             "view": interop_core.view, "from_any": StridedMemoryView.from_any,
             "to": lambda obj: interop_core.to(obj, "numpy")}[entry]
     holder = type("Holder", (), {("__cuda_array_interface__" if which == "cai"
-                                  else "__array_interface__"): _Raising.__dict__[
+                                  else "__array_interface__"): InterfaceThatRaises.__dict__[
                                       "__cuda_array_interface__"]})
     obj = holder()
     obj.error = error

@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import InterfaceThatRaises
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -202,28 +203,13 @@ def test_views_from_buffer_keep_the_strides_convention_of_their_layout():
     assert StridedMemoryView.from_buffer(_buffer(a), (), (), dtype=np.float32).strides == ()
 
 
-class _InterfaceThatRaises:
-    """An interface property that raises, as torch's does for float8 tensors (KeyError)."""
-
-    def __init__(self, error):
-        self.error = error
-
-    @property
-    def __cuda_array_interface__(self):
-        raise self.error
-
-    @property
-    def __array_interface__(self):
-        raise self.error
-
-
 @pytest.mark.parametrize("error", [KeyError("torch.float8_e5m2"), RuntimeError("requires grad")])
 @pytest.mark.parametrize("entry", ["from_cuda_array_interface", "from_array_interface",
                                    "from_any_interface"])
 def test_an_interface_that_raises_is_a_buffer_error_naming_the_type_and_the_error(entry, error):
     args = () if entry == "from_array_interface" else (-1,)
-    with pytest.raises(BufferError, match=f"_InterfaceThatRaises.*raised {type(error).__name__}"):
-        getattr(StridedMemoryView, entry)(_InterfaceThatRaises(error), *args)
+    with pytest.raises(BufferError, match=f"InterfaceThatRaises.*raised {type(error).__name__}"):
+        getattr(StridedMemoryView, entry)(InterfaceThatRaises(error), *args)
 
 
 class _BytesArray:
