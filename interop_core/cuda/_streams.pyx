@@ -94,13 +94,14 @@ cdef bint stream_handle_implausible(unsigned long long handle) noexcept:
 
 cdef int _refuse_handle(object stream) except -1:
     raise ValueError(
-        f"stream handle {stream} ({stream:#x}) cannot be a CUDA stream: a handle is 0, 1 (the legacy default stream), 2 (the "
-        "per-thread default stream) or the address of a stream")
+        f"stream handle {stream} ({stream:#x}) cannot be a CUDA stream: a handle is 0, 1 (the "
+        "legacy default stream), 2 (the per-thread default stream) or the address of a stream")
 
 
 cdef int resolve_int(object stream, intptr_t* handle) except -1:
     cdef int overflow = 0
     cdef long long value = PyLong_AsLongLongAndOverflow(stream, &overflow)
+    cdef unsigned long long unsigned_value
     if overflow == 0:
         if value == -1:
             return 0
@@ -112,9 +113,10 @@ cdef int resolve_int(object stream, intptr_t* handle) except -1:
         return 1
     if overflow > 0 and stream < 2 ** 64:
         # Handles are unsigned pointers; the top half of the range wraps to negative intptr_t.
-        if stream_handle_implausible(PyLong_AsUnsignedLongLong(stream)):
+        unsigned_value = PyLong_AsUnsignedLongLong(stream)
+        if stream_handle_implausible(unsigned_value):
             _refuse_handle(stream)
-        handle[0] = <intptr_t> PyLong_AsUnsignedLongLong(stream)
+        handle[0] = <intptr_t> unsigned_value
         return 1
     raise ValueError(f"stream handle {stream} is out of range")
 
